@@ -1,0 +1,162 @@
+"""The failure policy, as a hierarchy whose names are the decisions.
+
+    SwitchoverError
+    ├── ConfigError                 switchover.toml is wrong; raised once, at start
+    ├── AttemptError                one HTTP attempt failed; the subclass is what the chain does
+    │   ├── RequestFault            the request's fault (400, 413, 422, context too long,
+    │   │                           content policy) → FAIL FAST: raise to the caller, no backup
+    │   │                           is ever called, the breaker never counts it
+    │   ├── ProviderFault           the provider's fault (5xx, 529, HTML error pages, connect
+    │   │                           errors, a stream cut before content) → RETRY the primary
+    │   │                           once with jittered backoff, then FALL BACK; counts on the
+    │   │                           breaker. `retry_same=False` (a 504 after a long wait) skips
+    │   │                           the retry on the same target
+    │   ├── AccountFault            credential or account broken (401, 403, 404 model, 402,
+    │   │                           insufficient quota, spend limit) → FALL BACK NOW, open the
+    │   │                           breaker for a long cooldown, raise a credential alert
+    │   ├── RateLimited             429 rate limit → WAIT Retry-After and retry when short and
+    │   │                           inside the budget, else FALL BACK; cools the target until
+    │   │                           the reset; never trips the breaker
+    │   └── AmbiguousFault          the provider may have done (and billed) the work but the
+    │                               answer is unusable (reset after send, read timeout,
+    │                               truncated or invalid body) → RETRY once on the same target,
+    │                               then FALL BACK; counts on the breaker
+    └── ChainError                  what a caller of the chain catches
+        ├── RequestFailed           a RequestFault, carrying the provider's error
+        └── AllProvidersUnavailable every target failed, was skipped, or the budget ran out;
+                                    carries each attempt's error
+
+A 200 whose body is an error object is classified by the error inside it
+(`engine.classify`). The table behind these decisions is `shared/reference/fault-catalogue.md`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.types import Attempt
+
+
+class Decision(StrEnum):
+    FAIL_FAST = "fail_fast"
+    RETRY_THEN_FALL_BACK = "retry_then_fall_back"
+    FALL_BACK_NOW = "fall_back_now"
+    RATE_LIMITED = "rate_limited"
+    AMBIGUOUS = "ambiguous"
+
+
+class SwitchoverError(Exception):
+    """Base of every error Switchover raises."""
+
+
+class ConfigError(SwitchoverError):
+    """The configuration is invalid; the message names the key and what is wrong."""
+
+
+class AttemptError(SwitchoverError):
+    """One attempt failed. Built by `engine.classify`, never by hand-parsing elsewhere."""
+
+    decision: Decision
+    counts_on_breaker: bool = True
+
+    def __init__(
+        self,
+        error_class: str,
+        message: str = "",
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        error_code: str | None = None,
+        retry_after_s: float | None = None,
+        provider_request_id: str | None = None,
+        retry_same: bool = True,
+        sent: bool = True,
+    ) -> None:
+        super().__init__(message or error_class)
+        self.error_class = error_class
+        self.message = message or error_class
+        self.status = status
+        self.error_type = error_type
+        self.error_code = error_code
+        self.retry_after_s = retry_after_s
+        self.provider_request_id = provider_request_id
+        self.retry_same = retry_same
+        # False when the request never reached the provider (connect error): nothing billed.
+        self.sent = sent
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.error_class!r}, status={self.status}, "
+            f"type={self.error_type!r}, code={self.error_code!r}, message={self.message!r})"
+        )
+
+
+class RequestFault(AttemptError):
+    decision = Decision.FAIL_FAST
+    counts_on_breaker = False
+
+
+class ProviderFault(AttemptError):
+    decision = Decision.RETRY_THEN_FALL_BACK
+
+
+class AccountFault(AttemptError):
+    decision = Decision.FALL_BACK_NOW
+
+
+class RateLimited(AttemptError):
+    decision = Decision.RATE_LIMITED
+    counts_on_breaker = False
+
+
+class AmbiguousFault(AttemptError):
+    decision = Decision.AMBIGUOUS
+
+
+class ChainError(SwitchoverError):
+    """A request the chain could not answer."""
+
+    def __init__(self, message: str, attempts: tuple[Attempt, ...] = ()) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class RequestFailed(ChainError):
+    """The request itself is at fault; `error` is the provider's answer, untranslated."""
+
+    def __init__(self, error: AttemptError, attempts: tuple[Attempt, ...] = ()) -> None:
+        super().__init__(f"request rejected by the provider: {error.message}", attempts)
+        self.error = error
+
+
+class AllProvidersUnavailable(ChainError):
+    """No target could answer. `errors` holds each failed attempt's error, in order;
+    `skipped` names targets passed over (breaker open, cooling down, budget too small)."""
+
+    def __init__(
+        self,
+        errors: tuple[AttemptError, ...],
+        attempts: tuple[Attempt, ...] = (),
+        *,
+        skipped: tuple[tuple[str, str], ...] = (),
+        deadline_exceeded: bool = False,
+    ) -> None:
+        parts = [f"{e.error_class}" + (f" ({e.status})" if e.status else "") for e in errors]
+        parts += [f"{target} skipped: {why}" for target, why in skipped]
+        summary = "; ".join(parts) or "no target was eligible"
+        if deadline_exceeded:
+            summary += "; time budget exhausted"
+        super().__init__(f"all providers unavailable: {summary}", attempts)
+        self.errors = errors
+        self.skipped = skipped
+        self.deadline_exceeded = deadline_exceeded
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """When every failure was a rate limit with a known reset, the soonest reset."""
+        waits = [e.retry_after_s for e in self.errors if isinstance(e, RateLimited)]
+        if not self.errors or len(waits) != len(self.errors) or None in waits:
+            return None
+        return min(w for w in waits if w is not None)
