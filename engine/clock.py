@@ -138,4 +138,3 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
     if pending:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.run_until_complete(loop.shutdown_asyncgens())
-

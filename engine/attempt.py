@@ -1,0 +1,329 @@
+"""One request's pass through the chain, attempt by attempt.
+
+`RequestRun` holds the request's deadline and runs each HTTP attempt: timing, the per-attempt
+time limit, stream commit (nothing reaches the caller before the first content event), the
+breaker bookkeeping, and one frozen `Attempt` per call handed to the hooks. Which target to
+try next, and whether to wait, is the chain's business (`engine.chain`), not this module's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from engine import classify
+from engine.breaker import BreakerStore, Released, Success, event_for
+from engine.clock import Clock
+from engine.errors import AttemptError, RateLimited
+from engine.policy import Policy
+from engine.types import (
+    Attempt,
+    MessageEnd,
+    Request,
+    Response,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    Usage,
+    UsageUpdate,
+    is_content,
+)
+
+if TYPE_CHECKING:
+    from engine.chain import Target
+
+log = logging.getLogger("switchover.chain")
+
+AttemptHook = Callable[[Attempt], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    target: Target
+    depth: int
+    breaker_state: str
+    started: float
+    started_wall: datetime
+
+
+@dataclass
+class RequestRun:
+    """One request's pass through the chain: its deadline and everything it attempted."""
+
+    route: str
+    request: Request
+    request_id: str
+    policy: Policy
+    clock: Clock
+    breakers: BreakerStore
+    hooks: Sequence[AttemptHook]
+    attempts: list[Attempt] = field(default_factory=list)
+    errors: list[AttemptError] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    deadline_hit: bool = False
+    current: _InFlight | None = None  # the attempt under way, until it is recorded
+
+    def __post_init__(self) -> None:
+        self.deadline = self.clock.now() + self.policy.budget_s
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock.now()
+
+    def _begin(self, target: Target, depth: int, breaker_state: str) -> _InFlight:
+        self.current = _InFlight(target, depth, breaker_state, self.now(), self.clock.wall())
+        return self.current
+
+    # --- attempts ------------------------------------------------------------------------
+
+    async def attempt_complete(self, target: Target, depth: int, breaker_state: str) -> Response:
+        self._begin(target, depth, breaker_state)
+        remaining = self.remaining()
+        try:
+            async with self.clock.timeout(remaining):
+                response = await target.provider.complete(
+                    self.request, target.model, timeout_s=remaining
+                )
+        except TimeoutError as exc:
+            raise self._out_of_time() from exc
+        except asyncio.CancelledError:
+            await self._cancelled(served=False)
+            raise
+        await self._succeeded(
+            response.usage, ttft_ms=None, provider_request_id=response.provider_request_id
+        )
+        return response.replace(
+            provider=target.provider.name,
+            route=self.route,
+            attempts=tuple(self.attempts),
+            fallback_depth=depth,
+        )
+
+    async def attempt_stream(
+        self, target: Target, depth: int, breaker_state: str
+    ) -> AsyncIterator[StreamEvent]:
+        flight = self._begin(target, depth, breaker_state)
+        # The chain's own first-token and idle limits bound the stream; httpx's read timeout
+        # only has to outlast them.
+        timeout_s = max(self.remaining(), self.policy.idle_timeout_s)
+        events = target.provider.stream(self.request, target.model, timeout_s=timeout_s)
+        held: list[StreamEvent] = []  # usage and the like, held until the answer is committed
+        ttft_ms: float | None = None
+        usage = Usage()
+        try:
+            while True:
+                event = await self._next_event(events, committed=ttft_ms is not None)
+                if isinstance(event, UsageUpdate | MessageEnd):
+                    usage = event.usage
+                if ttft_ms is None:
+                    if not (is_content(event) or isinstance(event, MessageEnd)):
+                        held.append(event)
+                        continue
+                    ttft_ms = (self.now() - flight.started) * 1000
+                    yield StreamStart(
+                        self.route,
+                        target.provider.name,
+                        target.model,
+                        depth,
+                        len(self.attempts) + 1,
+                    )
+                    for earlier in held:
+                        yield earlier
+                if isinstance(event, MessageEnd):
+                    await self._succeeded(
+                        usage, ttft_ms=ttft_ms, provider_request_id=event.provider_request_id
+                    )
+                    yield MessageEnd(
+                        event.stop_reason,
+                        event.usage,
+                        event.model or target.model,
+                        event.provider_request_id,
+                        tuple(self.attempts),
+                    )
+                    return
+                yield event
+        except AttemptError as error:
+            if ttft_ms is None:
+                raise  # not committed: the chain falls back, invisibly to the caller
+            # Committed: the caller already holds part of this answer, and no fallback can
+            # splice another model's answer onto it. Report in-band; the stream ends incomplete.
+            await self.failed(error, "in_band_error", ttft_ms=ttft_ms, usage=usage, served=True)
+            yield StreamError(
+                error.error_class,
+                error.message,
+                _anthropic_error_type(error),
+                tuple(self.attempts),
+            )
+        finally:
+            if self.current is flight:  # neither recorded as served nor as failed
+                await self._cancelled(served=ttft_ms is not None)
+            await _close_quietly(events)
+
+    async def _next_event(
+        self, events: AsyncIterator[StreamEvent], *, committed: bool
+    ) -> StreamEvent:
+        if committed:
+            limit = self.policy.idle_timeout_s
+        else:
+            limit = min(self.policy.first_token_timeout_s, self.remaining())
+        try:
+            async with self.clock.timeout(limit):
+                return await anext(events)
+        except StopAsyncIteration:
+            raise classify.stream_fault(
+                "stream_cut", "the stream ended without its final event"
+            ) from None
+        except TimeoutError:
+            if not committed and self.remaining() <= 0:
+                raise self._out_of_time() from None
+            phase = "after the first content" if committed else "before the first content"
+            raise classify.stream_fault(
+                "stream_stalled", f"no stream event for {limit:g} s {phase}"
+            ) from None
+
+    def _out_of_time(self) -> AttemptError:
+        error = classify.classify_exception(TimeoutError(), sent=True)
+        error.message = f"the time budget of {self.policy.budget_s:g} s ran out"
+        return error
+
+    # --- recording -----------------------------------------------------------------------
+
+    async def _succeeded(
+        self, usage: Usage, *, ttft_ms: float | None, provider_request_id: str | None
+    ) -> None:
+        flight = self._take()
+        await self.breakers.record(flight.target.name, Success(), self.now())
+        self._record(
+            flight,
+            outcome="success",
+            decision="served",
+            served=True,
+            usage=usage,
+            ttft_ms=ttft_ms,
+            provider_request_id=provider_request_id,
+        )
+
+    async def failed(
+        self,
+        error: AttemptError,
+        decision: str,
+        *,
+        ttft_ms: float | None = None,
+        usage: Usage | None = None,
+        served: bool = False,
+    ) -> None:
+        """Record the attempt under way as failed, with the decision the chain took."""
+        flight = self._take()
+        self.errors.append(error)
+        await self.breakers.record(flight.target.name, event_for(error) or Released(), self.now())
+        self._record(
+            flight,
+            outcome="error",
+            decision=decision,
+            served=served,
+            usage=usage or Usage(),
+            ttft_ms=ttft_ms,
+            error=error,
+            provider_request_id=error.provider_request_id,
+        )
+
+    async def _cancelled(self, *, served: bool) -> None:
+        flight = self._take()
+        await self.breakers.record(flight.target.name, Released(), self.now())
+        self._record(
+            flight,
+            outcome="cancelled",
+            decision="cancelled",
+            served=served,
+            usage=Usage(),
+            ttft_ms=None,
+        )
+
+    def _take(self) -> _InFlight:
+        flight, self.current = self.current, None
+        assert flight is not None, "an attempt was recorded twice"
+        return flight
+
+    def _record(
+        self,
+        flight: _InFlight,
+        *,
+        outcome: Literal["success", "error", "cancelled"],
+        decision: str,
+        served: bool,
+        usage: Usage,
+        ttft_ms: float | None,
+        error: AttemptError | None = None,
+        provider_request_id: str | None = None,
+    ) -> None:
+        target = flight.target
+        attempt = Attempt(
+            request_id=self.request_id,
+            attempt_number=len(self.attempts) + 1,
+            route=self.route,
+            target=target.name,
+            provider=target.provider.name,
+            provider_kind=target.provider.kind,
+            model=target.model,
+            key_kind=target.key_kind,
+            process_id=os.getpid(),
+            started_at=flight.started_wall,
+            latency_ms=(self.now() - flight.started) * 1000,
+            ttft_ms=ttft_ms,
+            streamed=self.request.stream,
+            outcome=outcome,
+            decision=decision,
+            error_class=error.error_class if error else None,
+            http_status=error.status if error else None,
+            error_type=error.error_type if error else None,
+            error_code=error.error_code if error else None,
+            error_message=error.message if error else None,
+            retry_after_s=error.retry_after_s if error else None,
+            breaker_state=flight.breaker_state,
+            served=served,
+            fallback_depth=flight.depth,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            feature=self.request.feature,
+            provider_request_id=provider_request_id,
+        )
+        self.attempts.append(attempt)
+        for hook in self.hooks:
+            try:
+                hook(attempt)
+            except Exception:  # telemetry must never fail a user's request
+                log.exception("attempt hook %r failed; the request goes on", hook)
+
+
+def _anthropic_error_type(error: AttemptError) -> str:
+    """The Anthropic error type a caller of either dialect can act on."""
+    if isinstance(error, RateLimited):
+        return "rate_limit_error"
+    if error.error_class == "overloaded":
+        return "overloaded_error"
+    if error.error_class in ("read_timeout", "timeout", "stream_stalled"):
+        return "timeout_error"
+    return (
+        error.error_type
+        if error.error_type and error.error_type.endswith("_error")
+        else ("api_error")
+    )
+
+
+async def _close_quietly(events: AsyncIterator[StreamEvent]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception:
+        log.debug("closing a provider stream failed", exc_info=True)

@@ -1,0 +1,227 @@
+"""The fallback chain: targets in order, one total deadline, a decision after every failure.
+
+Call path, one concern per layer:
+    Chain.complete / Chain.stream   the loop: deadline, order, retry / fall back / fail fast
+    RequestRun.attempt_*            one HTTP attempt: timing, commit, breaker, recording
+    Provider.complete / .stream     wire format (engine/providers)
+    httpx                           transport
+
+The chain imports no storage: every attempt goes to the registered hooks as a frozen
+`Attempt`, and a hook that raises never fails the request. Time comes from the injected clock,
+so tests and the simulator run this very code on virtual time.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from engine.attempt import AttemptHook, RequestRun
+from engine.breaker import (
+    Admission,
+    BreakerStore,
+    MemoryBreakerStore,
+)
+from engine.clock import Clock, SystemClock
+from engine.errors import (
+    AccountFault,
+    AllProvidersUnavailable,
+    AttemptError,
+    RateLimited,
+    RequestFailed,
+    RequestFault,
+)
+from engine.policy import Policy, backoff_s
+from engine.providers.base import Provider
+from engine.types import (
+    KeyKind,
+    Request,
+    Response,
+    StreamEvent,
+)
+
+log = logging.getLogger("switchover.chain")
+
+
+@dataclass(frozen=True, slots=True)
+class ChainEvent:
+    """Something an operator must hear about at once, beyond the attempt record."""
+
+    kind: Literal["credential_failure"]
+    route: str
+    target: str
+    error_class: str
+    message: str
+    at: datetime
+
+
+EventHook = Callable[[ChainEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    provider: Provider
+    model: str
+    key_kind: KeyKind = "managed"
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider.name}/{self.model}"
+
+
+_SKIP_REASONS = {
+    Admission.REJECT_OPEN: "breaker open",
+    Admission.REJECT_PROBING: "breaker half-open, probe in flight",
+    Admission.REJECT_COOLING: "cooling down after a rate limit",
+}
+
+
+class Chain:
+    def __init__(
+        self,
+        route: str,
+        targets: Sequence[Target],
+        *,
+        policy: Policy | None = None,
+        breakers: BreakerStore | None = None,
+        clock: Clock | None = None,
+        hooks: Sequence[AttemptHook] = (),
+        event_hooks: Sequence[EventHook] = (),
+        rng: random.Random | None = None,
+    ) -> None:
+        if not targets:
+            raise ValueError(f"route {route!r} needs at least one target")
+        self.route = route
+        self.targets = tuple(targets)
+        self.policy = policy or Policy()
+        self.clock = clock or SystemClock()
+        self.breakers = breakers or MemoryBreakerStore(self.policy.breaker_policy())
+        self.hooks: list[AttemptHook] = list(hooks)
+        self.event_hooks: list[EventHook] = list(event_hooks)
+        self.rng = rng or random.Random()
+
+    async def complete(self, request: Request, *, request_id: str | None = None) -> Response:
+        """Answer `request`, or raise RequestFailed / AllProvidersUnavailable."""
+        async for item in self._run(request.replace(stream=False), request_id, streaming=False):
+            assert isinstance(item, Response)
+            return item
+        raise AssertionError("the chain loop ended without an answer or an error")
+
+    async def stream(
+        self, request: Request, *, request_id: str | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Yield StreamStart, then the answer's events, then MessageEnd, or StreamError when
+        the committed target fails (the stream then ends incomplete). Before the first content
+        event a failure falls back invisibly; failing everywhere raises like `complete`."""
+        async for item in self._run(request.replace(stream=True), request_id, streaming=True):
+            assert not isinstance(item, Response)
+            yield item
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def _run(
+        self, request: Request, request_id: str | None, *, streaming: bool
+    ) -> AsyncIterator[Response | StreamEvent]:
+        run = RequestRun(
+            self.route,
+            request,
+            request_id or uuid.uuid4().hex,
+            self.policy,
+            self.clock,
+            self.breakers,
+            self.hooks,
+        )
+        for depth, target in enumerate(self.targets):
+            tries = 1 + (self.policy.primary_retries if depth == 0 else 0)
+            done = 0
+            while done < tries:
+                if run.remaining() < self.policy.min_attempt_budget_s:
+                    run.skipped.append((target.name, "time budget too small"))
+                    run.deadline_hit = True
+                    break
+                admission, breaker_state = await self.breakers.admit(target.name, run.now())
+                if admission in _SKIP_REASONS:
+                    run.skipped.append((target.name, _SKIP_REASONS[admission]))
+                    break
+                done += 1
+                try:
+                    if streaming:
+                        async for event in run.attempt_stream(target, depth, breaker_state):
+                            yield event
+                        return
+                    yield await run.attempt_complete(target, depth, breaker_state)
+                    return
+                except AttemptError as error:
+                    last = depth == len(self.targets) - 1
+                    wait, decision = self._next_step(
+                        run, error, retries_left=tries - done, last=last
+                    )
+                    await run.failed(error, decision)
+                    if isinstance(error, RequestFault):
+                        raise RequestFailed(error, tuple(run.attempts)) from error
+                    if isinstance(error, AccountFault):
+                        self._emit(target, error)
+                    if wait is None:
+                        break
+                    await self.clock.sleep(wait)
+        raise AllProvidersUnavailable(
+            tuple(run.errors),
+            tuple(run.attempts),
+            skipped=tuple(run.skipped),
+            deadline_exceeded=run.deadline_hit,
+        )
+
+    def _next_step(
+        self, run: RequestRun, error: AttemptError, *, retries_left: int, last: bool
+    ) -> tuple[float | None, str]:
+        """What follows a failed attempt: the seconds to wait before retrying the same target
+        (None: move on) and the decision's name, recorded on the attempt."""
+        move_on = "give_up" if last else "fall_back"
+        if isinstance(error, RequestFault):
+            return None, "fail_fast"
+        if isinstance(error, AccountFault):
+            return None, "give_up" if last else "fall_back_now"
+        if retries_left <= 0:
+            return None, move_on
+        if isinstance(error, RateLimited):
+            wait = error.retry_after_s
+            if wait is None or wait > self.policy.max_retry_after_wait_s:
+                return None, move_on
+            decision = "wait_and_retry"
+        elif not error.retry_same:
+            return None, move_on
+        else:
+            overloaded = error.error_class == "overloaded"
+            wait = backoff_s(self.policy, retry_number=1, rng=self.rng, overloaded=overloaded)
+            decision = "retry"
+        # Never sleep past the deadline, and leave the retry enough time to be worth it.
+        if wait + self.policy.min_attempt_budget_s > run.remaining():
+            return None, move_on
+        return wait, decision
+
+    def _emit(self, target: Target, error: AttemptError) -> None:
+        event = ChainEvent(
+            "credential_failure",
+            self.route,
+            target.name,
+            error.error_class,
+            error.message,
+            self.clock.wall(),
+        )
+        log.warning(
+            "credential or account failure on %s (route %s): %s %s",
+            target.name,
+            self.route,
+            error.error_class,
+            error.message,
+        )
+        for hook in self.event_hooks:
+            try:
+                hook(event)
+            except Exception:
+                log.exception("event hook %r failed; the request goes on", hook)

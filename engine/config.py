@@ -1,0 +1,202 @@
+"""switchover.toml → validated, frozen configuration objects.
+
+A bad file fails at start with one line naming the key and what is wrong
+(`switchover.toml: routes.support.targets[2]: provider "gtp" is not defined in [providers]`).
+API keys are never read from the file: a provider names the environment variable that holds
+its key (`api_key_env`), and the key is read only when the provider is built.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.policy import POLICY_KEYS, Policy
+
+PROVIDER_KINDS = ("anthropic", "openai")
+DEFAULT_BASE_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+}
+_TOP_LEVEL = ("providers", "routes", "policy")
+_PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "key_kind", "headers", "default_max_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    kind: str
+    base_url: str
+    api_key_env: str | None = None  # None: the server needs no key (a local vLLM, say)
+    key_kind: str = "managed"  # "own" (BYOK) or "managed"; recorded on every attempt
+    headers: Mapping[str, str] = field(default_factory=dict)
+    default_max_tokens: int = 4096
+
+    def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The key from the environment; ConfigError when the named variable is unset."""
+        if self.api_key_env is None:
+            return None
+        environ = os.environ if environ is None else environ
+        key = environ.get(self.api_key_env, "")
+        if not key:
+            raise ConfigError(
+                f"providers.{self.name}.api_key_env: environment variable "
+                f"{self.api_key_env} is not set"
+            )
+        return key
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    provider: str
+    model: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteConfig:
+    name: str
+    targets: tuple[TargetConfig, ...]
+    policy: Policy
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    providers: Mapping[str, ProviderConfig]
+    routes: Mapping[str, RouteConfig]
+    policy: Policy
+    source: str = "switchover.toml"
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(data, source=str(path))
+
+
+def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") -> Config:
+    def fail(key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{source}: {key}: {problem}")
+
+    for key in data:
+        if key not in _TOP_LEVEL:
+            raise fail(key, f"unknown section (expected one of: {', '.join(_TOP_LEVEL)})")
+    policy = _policy(data.get("policy", {}), Policy(), "policy", fail)
+    providers = {
+        name: _provider(name, table, fail)
+        for name, table in _table(data.get("providers", {}), "providers", fail).items()
+    }
+    if not providers:
+        raise fail("providers", "define at least one provider, e.g. [providers.claude]")
+    routes = {
+        name: _route(name, table, providers, policy, fail)
+        for name, table in _table(data.get("routes", {}), "routes", fail).items()
+    }
+    return Config(providers=providers, routes=routes, policy=policy, source=source)
+
+
+def parse_target(text: str) -> TargetConfig:
+    """`provider/model`; the model part may itself contain slashes (`or/meta-llama/x`)."""
+    provider, sep, model = text.partition("/")
+    if not sep or not provider or not model:
+        raise ValueError(f"{text!r} is not of the form provider/model")
+    return TargetConfig(provider, model)
+
+
+def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
+    where = f"providers.{name}"
+    table = _table(table, where, fail)
+    _no_unknown(table, _PROVIDER_KEYS, where, fail)
+    if "api_key" in table:
+        raise fail(f"{where}.api_key", "keys are never kept in the file; use api_key_env")
+    kind = table.get("kind")
+    if kind not in PROVIDER_KINDS:
+        raise fail(f"{where}.kind", f"must be one of {', '.join(PROVIDER_KINDS)} (got {kind!r})")
+    base_url = table.get("base_url", DEFAULT_BASE_URLS[kind])
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise fail(f"{where}.base_url", f"must be an http(s) URL (got {base_url!r})")
+    api_key_env = table.get("api_key_env")
+    if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env):
+        raise fail(f"{where}.api_key_env", "must name an environment variable")
+    key_kind = table.get("key_kind", "managed")
+    if key_kind not in ("own", "managed"):
+        raise fail(f"{where}.key_kind", f"must be 'own' or 'managed' (got {key_kind!r})")
+    headers = table.get("headers", {})
+    if not isinstance(headers, Mapping) or not all(isinstance(v, str) for v in headers.values()):
+        raise fail(f"{where}.headers", "must be a table of strings")
+    max_tokens = table.get("default_max_tokens", 4096)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise fail(f"{where}.default_max_tokens", "must be a positive integer")
+    return ProviderConfig(
+        name, kind, base_url.rstrip("/"), api_key_env, key_kind, dict(headers), max_tokens
+    )
+
+
+def _route(
+    name: str, table: Any, providers: Mapping[str, ProviderConfig], defaults: Policy, fail: Any
+) -> RouteConfig:
+    where = f"routes.{name}"
+    table = _table(table, where, fail)
+    _no_unknown(table, ("targets", *sorted(POLICY_KEYS)), where, fail)
+    raw_targets = table.get("targets")
+    if not isinstance(raw_targets, list) or not raw_targets:
+        raise fail(f"{where}.targets", 'must be a non-empty list like ["claude/claude-haiku-4-5"]')
+    targets = []
+    for i, raw in enumerate(raw_targets):
+        key = f"{where}.targets[{i}]"
+        if not isinstance(raw, str):
+            raise fail(key, f"must be a string provider/model (got {raw!r})")
+        try:
+            target = parse_target(raw)
+        except ValueError as exc:
+            raise fail(key, str(exc)) from None
+        if target.provider not in providers:
+            raise fail(key, f"provider {target.provider!r} is not defined in [providers]")
+        if target in targets:
+            raise fail(key, f"{raw!r} is listed twice")
+        targets.append(target)
+    overrides = {k: v for k, v in table.items() if k != "targets"}
+    return RouteConfig(name, tuple(targets), _policy(overrides, defaults, where, fail))
+
+
+def _policy(table: Any, base: Policy, where: str, fail: Any) -> Policy:
+    table = _table(table, where, fail)
+    _no_unknown(table, sorted(POLICY_KEYS), where, fail)
+    for key, value in table.items():
+        expected = type(getattr(base, key))
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if expected is int:
+            ok = ok and isinstance(value, int)
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            raise fail(f"{where}.{key}", f"must be a {expected.__name__} (got {value!r})")
+    try:
+        return base.replace(**table)
+    except ValueError as exc:
+        raise fail(where, str(exc)) from None
+
+
+def _table(value: Any, where: str, fail: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise fail(where, f"must be a table (got {type(value).__name__})")
+    return value
+
+
+def _no_unknown(table: Mapping[str, Any], allowed: Any, where: str, fail: Any) -> None:
+    for key in table:
+        if key not in allowed:
+            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(allowed)})")

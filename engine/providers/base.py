@@ -1,0 +1,277 @@
+"""The narrow interface the chain calls, and the HTTP transport concerns every dialect shares.
+
+`HttpProvider` does, once for all dialects: one pooled `httpx.AsyncClient` per provider, the
+per-attempt timeout, POSTing JSON, lenient reading of bodies, SSE framing, closing responses
+when a consumer stops early, and turning every failure into an `AttemptError` through
+`engine.classify` (never by its own judgement). A dialect subclass supplies only the path, the
+auth headers and its codec.
+
+Never puts the API key in a log line, an exception message or a repr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import httpx
+
+from engine import classify
+from engine.clock import Clock, SystemClock
+from engine.providers.codec import MalformedAnswer, response_events
+from engine.providers.sse import ServerSentEvent, aiter_sse
+from engine.types import Request, Response, StreamEvent
+
+__all__ = ["HttpProvider", "Provider", "StreamDecoder"]
+
+# Failures before the request was fully written: the provider cannot have acted on it.
+_NOT_SENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+)
+# A body that broke off while being read is a truncated answer, not a lost connection.
+_TRUNCATION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the chain needs from a provider. Every failure is raised as an `AttemptError`."""
+
+    name: str  # the configured name, e.g. "claude"
+    kind: str  # "anthropic" | "openai"
+
+    async def complete(self, request: Request, model: str, *, timeout_s: float) -> Response: ...
+
+    def stream(
+        self, request: Request, model: str, *, timeout_s: float
+    ) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class StreamDecoder(Protocol):
+    """A dialect's stream state machine; `done` once the end-of-message marker arrived."""
+
+    done: bool
+
+
+class HttpProvider:
+    kind: ClassVar[str]
+    path: ClassVar[str]  # appended to base_url
+    end_marker: ClassVar[str]  # what a complete stream ends with, for the stream_cut message
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str,
+        api_key: str,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
+        connect_timeout_s: float = 5.0,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.clock: Clock = clock or SystemClock()
+        self.connect_timeout_s = connect_timeout_s
+        headers = {"user-agent": "switchover", **self._auth_headers(api_key)}
+        headers.update(extra_headers or {})
+        # The key lives only inside the client's default headers, never on `self`.
+        self._client = httpx.AsyncClient(transport=transport, headers=headers)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    async def __aenter__(self) -> HttpProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # --- the dialect's part ------------------------------------------------------------------
+
+    def _auth_headers(self, api_key: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _encode(self, request: Request, model: str, *, stream: bool) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _decode(self, obj: Any, model: str, request_id: str | None) -> Response:
+        """A parsed 2xx body as a Response; raises MalformedAnswer."""
+        raise NotImplementedError
+
+    def _new_decoder(self, model: str, request_id: str | None) -> StreamDecoder:
+        raise NotImplementedError
+
+    def _feed(
+        self, decoder: Any, sse: ServerSentEvent, response: httpx.Response
+    ) -> list[StreamEvent]:
+        """One SSE event through the dialect's decoder (parse it with `_stream_data`)."""
+        raise NotImplementedError
+
+    # --- the calls ---------------------------------------------------------------------------
+
+    async def complete(self, request: Request, model: str, *, timeout_s: float) -> Response:
+        response = await self._send(self._encode(request, model, stream=False), timeout_s)
+        try:
+            body = await self._read_body(response)
+        finally:
+            await response.aclose()
+        return self._answer(response, body, model)
+
+    async def stream(
+        self, request: Request, model: str, *, timeout_s: float
+    ) -> AsyncIterator[StreamEvent]:
+        # An async generator: nothing is sent until the first iteration, and `aclose()` (or
+        # leaving an `async for` early) closes the HTTP response through the finally below.
+        response = await self._send(self._encode(request, model, stream=True), timeout_s)
+        try:
+            if _is_json(response):  # `stream: true` answered with plain JSON: adapt
+                body = await self._read_body(response)
+                for event in response_events(self._answer(response, body, model)):
+                    yield event
+                return
+            decoder = self._new_decoder(model, classify.provider_request_id(response.headers))
+            async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+                while True:
+                    try:
+                        sse = await anext(events)
+                    except StopAsyncIteration:
+                        break
+                    except httpx.HTTPError as exc:
+                        raise classify.classify_exception(exc, sent=True) from exc
+                    for event in self._feed(decoder, sse, response):
+                        yield event
+                    if decoder.done:
+                        return
+            raise classify.stream_fault(
+                "stream_cut", f"{self.name}: the stream ended before {self.end_marker}"
+            )
+        finally:
+            await response.aclose()
+
+    # --- transport ---------------------------------------------------------------------------
+
+    async def _send(self, payload: dict[str, Any], timeout_s: float) -> httpx.Response:
+        """POST and return a 2xx response with its body still unread; raise anything else."""
+        timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
+        request = self._client.build_request(
+            "POST", self.base_url + self.path, json=payload, timeout=timeout
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise classify.classify_exception(exc, sent=not isinstance(exc, _NOT_SENT)) from exc
+        if response.is_success:
+            return response
+        try:
+            body = await response.aread()
+        except httpx.HTTPError:
+            body = b""  # the status alone still classifies the failure
+        finally:
+            await response.aclose()
+        raise classify.classify_response(
+            response.status_code, response.headers, body, now=self.clock.wall()
+        )
+
+    async def _read_body(self, response: httpx.Response) -> bytes:
+        request_id = classify.provider_request_id(response.headers)
+        try:
+            body = await response.aread()
+        except _TRUNCATION as exc:
+            raise classify.protocol_fault(
+                "truncated",
+                f"{self.name}: the body broke off ({type(exc).__name__})",
+                status=response.status_code,
+                provider_request_id=request_id,
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise classify.classify_exception(exc, sent=True) from exc
+        expected = response.headers.get("content-length", "")
+        if expected.isdigit() and response.num_bytes_downloaded < int(expected):
+            raise classify.protocol_fault(
+                "truncated",
+                f"{self.name}: {response.num_bytes_downloaded} of {expected} bytes arrived",
+                status=response.status_code,
+                provider_request_id=request_id,
+            )
+        return body
+
+    def _answer(self, response: httpx.Response, body: bytes, model: str) -> Response:
+        request_id = classify.provider_request_id(response.headers)
+        obj = self._parse_body(response, body)
+        try:
+            return self._decode(obj, model, request_id)
+        except MalformedAnswer as exc:
+            raise classify.protocol_fault(
+                "empty",
+                f"{self.name}: {exc}",
+                status=response.status_code,
+                provider_request_id=request_id,
+            ) from exc
+
+    def _parse_body(self, response: httpx.Response, body: bytes) -> Any:
+        """The JSON of a 2xx body. Lenient about the content-type when the body parses anyway;
+        an error object inside is classified as the error it names."""
+        request_id = classify.provider_request_id(response.headers)
+        status = response.status_code
+        if not body.strip():
+            raise classify.protocol_fault(
+                "empty", f"{self.name}: empty body", status=status, provider_request_id=request_id
+            )
+        try:
+            obj = json.loads(body)
+        except ValueError as exc:
+            content_type = response.headers.get("content-type", "")
+            kind = "invalid_json" if not content_type or "json" in content_type else "not_json"
+            raise classify.protocol_fault(
+                kind,
+                f"{self.name}: unreadable body ({content_type or 'no content-type'})",
+                status=status,
+                provider_request_id=request_id,
+            ) from exc
+        self._raise_embedded_error(obj, response)
+        return obj
+
+    def _stream_data(self, sse: ServerSentEvent, response: httpx.Response) -> Any:
+        """The JSON of one stream event; an error event (`event: error`, or a data object
+        that is an error) is raised as the error it names."""
+        try:
+            obj = json.loads(sse.data)
+        except ValueError as exc:
+            if sse.event == "error":
+                self._raise_error({"message": sse.data}, response)
+            raise classify.protocol_fault(
+                "invalid_json",
+                f"{self.name}: unreadable stream event",
+                provider_request_id=classify.provider_request_id(response.headers),
+            ) from exc
+        self._raise_embedded_error(obj, response)
+        if sse.event == "error":
+            self._raise_error({"message": sse.data}, response)
+        return obj
+
+    def _raise_embedded_error(self, obj: Any, response: httpx.Response) -> None:
+        error = classify.embedded_error(obj)
+        if error is not None:
+            self._raise_error(error, response)
+
+    def _raise_error(self, error: Mapping[str, Any], response: httpx.Response) -> None:
+        # status None: the 200 says nothing; the error's own type or code decides.
+        raise classify.error_from_object(
+            error, status=None, headers=response.headers, now=self.clock.wall()
+        )
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "").lower()

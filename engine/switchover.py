@@ -1,0 +1,210 @@
+"""The library's front door: a configuration in, one chain per route, async and sync calls.
+
+    sw = Switchover.from_file("switchover.toml")
+    reply = sw.complete_sync("support", "Where is my order?")
+
+A model name is a route from the config (`support`) or a single target (`claude/claude-haiku-4-5`).
+Providers are built once, each with one pooled HTTP client; breakers are shared by every route
+that uses the same target. The sync methods run the async ones on a private event-loop thread,
+so a script needs no asyncio; use one style per instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from engine.attempt import AttemptHook
+from engine.breaker import BreakerStore, MemoryBreakerStore
+from engine.chain import Chain, EventHook, Target
+from engine.clock import Clock, SystemClock
+from engine.config import Config, ProviderConfig, load_config, parse_target
+from engine.errors import ConfigError
+from engine.providers.anthropic import AnthropicProvider
+from engine.providers.base import Provider
+from engine.providers.openai import OpenAIProvider
+from engine.types import Message, Request, Response, StreamEvent
+
+T = TypeVar("T")
+Prompt = str | Request | Sequence[Message]
+
+
+def build_provider(
+    config: ProviderConfig,
+    *,
+    clock: Clock,
+    transport: httpx.AsyncBaseTransport | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Provider:
+    factory = AnthropicProvider if config.kind == "anthropic" else OpenAIProvider
+    return factory(
+        config.name,
+        base_url=config.base_url,
+        api_key=config.api_key(environ),
+        transport=transport,
+        clock=clock,
+        extra_headers=dict(config.headers),
+        default_max_tokens=config.default_max_tokens,
+    )
+
+
+class Switchover:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock | None = None,
+        breakers: BreakerStore | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        hooks: Iterable[AttemptHook] = (),
+        event_hooks: Iterable[EventHook] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.hooks: list[AttemptHook] = list(hooks)
+        self.event_hooks: list[EventHook] = list(event_hooks)
+        self.providers: dict[str, Provider] = {
+            name: build_provider(pc, clock=self.clock, transport=transport, environ=environ)
+            for name, pc in config.providers.items()
+        }
+        self.breakers = breakers or MemoryBreakerStore(
+            config.policy.breaker_policy(), policies_by_key=_breaker_policies(config)
+        )
+        self._chains: dict[str, Chain] = {
+            name: self._chain(name, [(t.provider, t.model) for t in route.targets], route.policy)
+            for name, route in config.routes.items()
+        }
+        self._loop_thread: _LoopThread | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path = "switchover.toml", **kwargs: Any) -> Switchover:
+        return cls(load_config(path), **kwargs)
+
+    def chain(self, model: str) -> Chain:
+        """The chain for a route name, or a one-target chain for `provider/model`."""
+        if model in self._chains:
+            return self._chains[model]
+        try:
+            target = parse_target(model)
+        except ValueError:
+            routes = ", ".join(sorted(self._chains)) or "none configured"
+            raise ConfigError(
+                f"unknown model {model!r}: name a route ({routes}) or provider/model"
+            ) from None
+        if target.provider not in self.providers:
+            raise ConfigError(f"unknown provider {target.provider!r} in {model!r}")
+        self._chains[model] = self._chain(
+            model, [(target.provider, target.model)], self.config.policy
+        )
+        return self._chains[model]
+
+    def _chain(self, route: str, targets: list[tuple[str, str]], policy: Any) -> Chain:
+        return Chain(
+            route,
+            [
+                Target(self.providers[p], m, self.config.providers[p].key_kind)  # type: ignore[arg-type]
+                for p, m in targets
+            ],
+            policy=policy,
+            breakers=self.breakers,
+            clock=self.clock,
+            hooks=self.hooks,
+            event_hooks=self.event_hooks,
+        )
+
+    def add_hook(self, hook: AttemptHook) -> None:
+        """Every Attempt of every chain goes to `hook` (it must not block)."""
+        self.hooks.append(hook)
+
+    # --- async ---------------------------------------------------------------------------
+
+    async def complete(self, model: str, prompt: Prompt, **request: Any) -> Response:
+        return await self.chain(model).complete(_request(prompt, request))
+
+    async def stream(
+        self, model: str, prompt: Prompt, **request: Any
+    ) -> AsyncIterator[StreamEvent]:
+        async for event in self.chain(model).stream(_request(prompt, request)):
+            yield event
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(p.aclose() for p in self.providers.values()))
+
+    async def __aenter__(self) -> Switchover:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- sync ----------------------------------------------------------------------------
+
+    def complete_sync(self, model: str, prompt: Prompt, **request: Any) -> Response:
+        return self._run_sync(self.complete(model, prompt, **request))
+
+    def stream_sync(self, model: str, prompt: Prompt, **request: Any) -> list[StreamEvent]:
+        """The whole stream's events, in order (for scripts; use `stream` to act on each)."""
+
+        async def collect() -> list[StreamEvent]:
+            return [e async for e in self.stream(model, prompt, **request)]
+
+        return self._run_sync(collect())
+
+    def close(self) -> None:
+        if self._loop_thread is not None:
+            self._run_sync(self.aclose())
+            self._loop_thread.stop()
+            self._loop_thread = None
+
+    def __enter__(self) -> Switchover:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop_thread is None:
+            self._loop_thread = _LoopThread()
+        return self._loop_thread.run(coro)
+
+
+def _request(prompt: Prompt, fields: Mapping[str, Any]) -> Request:
+    if isinstance(prompt, Request):
+        return prompt.replace(**fields) if fields else prompt
+    if isinstance(prompt, str):
+        return Request(messages=(Message.user(prompt),), **fields)
+    return Request(messages=tuple(prompt), **fields)
+
+
+def _breaker_policies(config: Config) -> dict[str, Any]:
+    """Breaker settings are per target; when several routes share a target, the first route
+    that lists it decides (a breaker cannot be open for one route and closed for another)."""
+    policies: dict[str, Any] = {}
+    for route in config.routes.values():
+        for target in route.targets:
+            policies.setdefault(target.name, route.policy.breaker_policy())
+    return policies
+
+
+class _LoopThread:
+    """An event loop on a daemon thread, so sync callers share pooled connections."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="switchover-loop", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
