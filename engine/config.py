@@ -36,7 +36,8 @@ class ProviderConfig:
     api_key_env: str | None = None  # None: the server needs no key (a local vLLM, say)
     key_kind: str = "managed"  # "own" (BYOK) or "managed"; recorded on every attempt
     headers: Mapping[str, str] = field(default_factory=dict)
-    default_max_tokens: int = 4096
+    # None: the adapter's own default (Anthropic requires a value; OpenAI servers need none).
+    default_max_tokens: int | None = None
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key from the environment; ConfigError when the named variable is unset."""
@@ -139,8 +140,10 @@ def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
     headers = table.get("headers", {})
     if not isinstance(headers, Mapping) or not all(isinstance(v, str) for v in headers.values()):
         raise fail(f"{where}.headers", "must be a table of strings")
-    max_tokens = table.get("default_max_tokens", 4096)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+    max_tokens = table.get("default_max_tokens")
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
         raise fail(f"{where}.default_max_tokens", "must be a positive integer")
     return ProviderConfig(
         name, kind, base_url.rstrip("/"), api_key_env, key_kind, dict(headers), max_tokens

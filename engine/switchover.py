@@ -42,6 +42,9 @@ def build_provider(
     environ: Mapping[str, str] | None = None,
 ) -> Provider:
     factory = AnthropicProvider if config.kind == "anthropic" else OpenAIProvider
+    optional = {}
+    if config.default_max_tokens is not None:
+        optional["default_max_tokens"] = config.default_max_tokens
     return factory(
         config.name,
         base_url=config.base_url,
@@ -49,7 +52,7 @@ def build_provider(
         transport=transport,
         clock=clock,
         extra_headers=dict(config.headers),
-        default_max_tokens=config.default_max_tokens,
+        **optional,
     )
 
 

@@ -288,6 +288,7 @@ class AnthropicStreamDecoder:
         self.usage = Usage()
         self.done = False
         self._stop_reason: object = None
+        self._started = False
         self._tool_of_block: dict[int, int] = {}
 
     def feed(self, data: Mapping[str, Any], event: str | None = None) -> list[StreamEvent]:
@@ -295,6 +296,7 @@ class AnthropicStreamDecoder:
         if self.done:
             return []
         if kind == "message_start":
+            self._started = True
             message = data.get("message")
             if isinstance(message, Mapping):
                 self.model = str(message.get("model") or self.model)
@@ -311,6 +313,8 @@ class AnthropicStreamDecoder:
             self.usage = decode_usage(data.get("usage"), self.usage)
             return [UsageUpdate(self.usage)]
         elif kind == "message_stop":
+            if not self._started:
+                raise MalformedAnswer("the stream ended without a message_start")
             self.done = True
             stop = map_stop_reason(self._stop_reason, has_tool_calls=bool(self._tool_of_block))
             return [MessageEnd(stop, self.usage, self.model, self.provider_request_id)]

@@ -20,6 +20,7 @@ import httpx
 
 from engine import classify
 from engine.clock import Clock, SystemClock
+from engine.errors import AttemptError
 from engine.providers.codec import MalformedAnswer, response_events
 from engine.providers.sse import ServerSentEvent, aiter_sse
 from engine.types import Request, Response, StreamEvent
@@ -71,7 +72,7 @@ class HttpProvider:
         name: str,
         *,
         base_url: str,
-        api_key: str,
+        api_key: str | None,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock | None = None,
         connect_timeout_s: float = 5.0,
@@ -100,7 +101,7 @@ class HttpProvider:
 
     # --- the dialect's part ------------------------------------------------------------------
 
-    def _auth_headers(self, api_key: str) -> dict[str, str]:
+    def _auth_headers(self, api_key: str | None) -> dict[str, str]:
         raise NotImplementedError
 
     def _encode(self, request: Request, model: str, *, stream: bool) -> dict[str, Any]:
@@ -150,7 +151,11 @@ class HttpProvider:
                         break
                     except httpx.HTTPError as exc:
                         raise classify.classify_exception(exc, sent=True) from exc
-                    for event in self._feed(decoder, sse, response):
+                    try:
+                        decoded = self._feed(decoder, sse, response)
+                    except MalformedAnswer as exc:
+                        raise self._empty(response, exc) from exc
+                    for event in decoded:
                         yield event
                     if decoder.done:
                         return
@@ -197,28 +202,33 @@ class HttpProvider:
             ) from exc
         except httpx.HTTPError as exc:
             raise classify.classify_exception(exc, sent=True) from exc
+        # h11 itself raises on a short body; this catches transports that do not. A compressed
+        # body's length cannot be compared with its decoded bytes, so only identity is checked.
         expected = response.headers.get("content-length", "")
-        if expected.isdigit() and response.num_bytes_downloaded < int(expected):
+        encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
+        if expected.isdigit() and not encoded and len(body) < int(expected):
             raise classify.protocol_fault(
                 "truncated",
-                f"{self.name}: {response.num_bytes_downloaded} of {expected} bytes arrived",
+                f"{self.name}: {len(body)} of {expected} bytes arrived",
                 status=response.status_code,
                 provider_request_id=request_id,
             )
         return body
 
     def _answer(self, response: httpx.Response, body: bytes, model: str) -> Response:
-        request_id = classify.provider_request_id(response.headers)
         obj = self._parse_body(response, body)
         try:
-            return self._decode(obj, model, request_id)
+            return self._decode(obj, model, classify.provider_request_id(response.headers))
         except MalformedAnswer as exc:
-            raise classify.protocol_fault(
-                "empty",
-                f"{self.name}: {exc}",
-                status=response.status_code,
-                provider_request_id=request_id,
-            ) from exc
+            raise self._empty(response, exc) from exc
+
+    def _empty(self, response: httpx.Response, exc: MalformedAnswer) -> AttemptError:
+        return classify.protocol_fault(
+            "empty",
+            f"{self.name}: {exc}",
+            status=response.status_code,
+            provider_request_id=classify.provider_request_id(response.headers),
+        )
 
     def _parse_body(self, response: httpx.Response, body: bytes) -> Any:
         """The JSON of a 2xx body. Lenient about the content-type when the body parses anyway;
@@ -233,7 +243,7 @@ class HttpProvider:
             obj = json.loads(body)
         except ValueError as exc:
             content_type = response.headers.get("content-type", "")
-            kind = "invalid_json" if not content_type or "json" in content_type else "not_json"
+            kind = "invalid_json" if not content_type or _is_json(response) else "not_json"
             raise classify.protocol_fault(
                 kind,
                 f"{self.name}: unreadable body ({content_type or 'no content-type'})",
@@ -274,4 +284,5 @@ class HttpProvider:
 
 
 def _is_json(response: httpx.Response) -> bool:
-    return "json" in response.headers.get("content-type", "").lower()
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return media_type == "application/json" or media_type.endswith("+json")

@@ -129,7 +129,7 @@ def _encode_message(message: Message) -> list[dict[str, Any]]:
             elif isinstance(part, Image):
                 parts.append({"type": "image_url", "image_url": {"url": image_url(part)}})
         wire.append({"role": "user", "content": parts})
-    elif texts or not wire:
+    elif any(t.text for t in texts) or not wire:
         # Plain string content: every compatible server understands it, not all take parts.
         wire.append({"role": "user", "content": "".join(t.text for t in texts)})
     return wire
@@ -289,6 +289,7 @@ class OpenAIStreamDecoder:
         self.done = False
         self._finish: object = None
         self._refused = False
+        self._answered = False  # a chunk with a choice arrived
         self._calls = 0
         self._slot: dict[int, tuple[int, str | None]] = {}  # wire index → (neutral index, id)
 
@@ -301,6 +302,7 @@ class OpenAIStreamDecoder:
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+                self._answered = True
                 events.extend(self._choice(choice))
         if isinstance(chunk.get("usage"), Mapping):
             self.usage = decode_usage(chunk["usage"])
@@ -308,9 +310,11 @@ class OpenAIStreamDecoder:
         return events
 
     def feed_done(self) -> list[StreamEvent]:
-        """The `[DONE]` sentinel: the stream is complete."""
+        """The `[DONE]` sentinel: the stream is complete, or empty if no choice ever came."""
         if self.done:
             return []
+        if not self._answered:
+            raise MalformedAnswer("the stream ended without a single choice")
         self.done = True
         stop = map_finish_reason(self._finish, has_tool_calls=self._calls > 0)
         if self._refused and stop == "end_turn":
@@ -346,9 +350,8 @@ class OpenAIStreamDecoder:
             index = self._calls
             self._calls += 1
             self._slot[wire_index] = (index, call_id)
-            events.append(
-                ToolCallStart(index, str(call_id or f"call_{index}"), str(function.get("name") or ""))
-            )
+            name = str(function.get("name") or "")
+            events.append(ToolCallStart(index, str(call_id or f"call_{index}"), name))
         else:
             index = slot[0]
         fragment = function.get("arguments")

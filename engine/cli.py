@@ -1,0 +1,163 @@
+"""`switchover`: the command line. Each command parses its options and calls one module."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from engine.errors import ChainError, ConfigError
+
+app = typer.Typer(
+    help="Switchover keeps LLM features up when a provider fails, and shows what that costs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="Path of switchover.toml.", dir_okay=False)
+]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    return typer.Exit(code)
+
+
+@app.command("check-config")
+def check_config(config: ConfigOption = Path("switchover.toml")) -> None:
+    """Validate a configuration file and show its routes."""
+    from engine.config import load_config
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    for name, route in cfg.routes.items():
+        chain = " → ".join(t.name for t in route.targets)
+        typer.echo(f"{name}: {chain} (budget {route.policy.budget_s:g} s)")
+    missing = []
+    for provider in cfg.providers.values():
+        try:
+            provider.api_key()
+        except ConfigError as exc:
+            missing.append(str(exc))
+    for line in missing:
+        typer.secho(f"warning: {line}", fg=typer.colors.YELLOW, err=True)
+
+
+@app.command()
+def ask(
+    model: Annotated[str, typer.Argument(help="A route name, or provider/model.")],
+    prompt: Annotated[str, typer.Argument(help="The user message.")],
+    config: ConfigOption = Path("switchover.toml"),
+    stream: Annotated[bool, typer.Option(help="Stream the answer as it arrives.")] = False,
+    max_tokens: Annotated[int | None, typer.Option(help="Cap the answer's length.")] = None,
+) -> None:
+    """Send one prompt through a route and show who answered and every attempt."""
+    from engine.switchover import Switchover
+    from engine.types import MessageEnd, StreamError, StreamStart, TextDelta
+
+    try:
+        sw = Switchover.from_file(config)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+    async def run() -> None:
+        async with sw:
+            if not stream:
+                reply = await sw.complete(model, prompt, max_tokens=max_tokens)
+                typer.echo(reply.text)
+                _show_attempts(reply.attempts)
+                return
+            async for event in sw.stream(model, prompt, max_tokens=max_tokens):
+                if isinstance(event, StreamStart):
+                    typer.secho(f"[{event.provider}/{event.model}]", fg=typer.colors.CYAN, err=True)
+                elif isinstance(event, TextDelta):
+                    typer.echo(event.text, nl=False)
+                elif isinstance(event, MessageEnd):
+                    typer.echo()
+                    _show_attempts(event.attempts)
+                elif isinstance(event, StreamError):
+                    typer.echo()
+                    _show_attempts(event.attempts)
+                    raise _fail(f"stream failed after it began: {event.message}", 1)
+
+    try:
+        asyncio.run(run())
+    except ChainError as exc:
+        _show_attempts(exc.attempts)
+        raise _fail(str(exc), 1) from None
+
+
+def _show_attempts(attempts: tuple) -> None:
+    for a in attempts:
+        detail = a.error_class or ""
+        if a.http_status:
+            detail += f" ({a.http_status})"
+        typer.secho(
+            f"  #{a.attempt_number} {a.target:<40} {a.outcome:<9} {a.decision:<14} "
+            f"{a.latency_ms:7.0f} ms {detail}",
+            err=True,
+            fg=typer.colors.GREEN if a.served else typer.colors.YELLOW,
+        )
+
+
+@app.command("fake-providers")
+def fake_providers(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+) -> None:
+    """Run the fault-injecting fake Anthropic + OpenAI server (see /_fake/ endpoints)."""
+    from simulations.fakes.server import serve_forever
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    typer.echo(
+        f"fake providers on http://{host}:{port}  (Anthropic: /v1/messages, "
+        f"OpenAI: /v1/chat/completions, control: /_fake/)"
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_forever(host, port))
+
+
+@app.command()
+def up(
+    config: ConfigOption = Path("switchover.toml"),
+    demo: Annotated[
+        bool | None,
+        typer.Option(
+            "--demo/--no-demo",
+            help="Run on the fake providers with demo traffic (default: when no real "
+            "configuration and keys are present).",
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option(help="Port of the demo's fake providers.")] = 8700,
+) -> None:
+    """Start Switchover on this machine; Ctrl-C stops everything."""
+    from simulations.demo import run_demo, wants_demo
+
+    if demo is None:
+        demo, reason = wants_demo(config)
+        typer.echo(reason)
+    if not demo:
+        raise _fail(
+            "only the demo can run so far without a gateway: `switchover ask ROUTE PROMPT` "
+            f"uses {config} directly"
+        )
+    try:
+        asyncio.run(run_demo(port=port))
+    except KeyboardInterrupt:
+        typer.echo("stopped")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())
