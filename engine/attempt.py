@@ -85,14 +85,14 @@ class RequestRun:
 
     async def attempt_complete(self, target: Target, depth: int, breaker_state: str) -> Response:
         self._begin(target, depth, breaker_state)
-        remaining = self.remaining()
+        limit = min(self.remaining(), self.policy.attempt_timeout_s)
         try:
-            async with self.clock.timeout(remaining):
+            async with self.clock.timeout(limit):
                 response = await target.provider.complete(
-                    self.request, target.model, timeout_s=remaining
+                    self.request, target.model, timeout_s=limit
                 )
         except TimeoutError as exc:
-            raise self._out_of_time() from exc
+            raise self._out_of_time(limit) from exc
         except asyncio.CancelledError:
             await self._cancelled(served=False)
             raise
@@ -182,15 +182,18 @@ class RequestRun:
             ) from None
         except TimeoutError:
             if not committed and self.remaining() <= 0:
-                raise self._out_of_time() from None
+                raise self._out_of_time(limit) from None
             phase = "after the first content" if committed else "before the first content"
             raise classify.stream_fault(
                 "stream_stalled", f"no stream event for {limit:g} s {phase}"
             ) from None
 
-    def _out_of_time(self) -> AttemptError:
+    def _out_of_time(self, limit: float) -> AttemptError:
         error = classify.classify_exception(TimeoutError(), sent=True)
-        error.message = f"the time budget of {self.policy.budget_s:g} s ran out"
+        if self.remaining() <= 0:
+            error.message = f"the time budget of {self.policy.budget_s:g} s ran out"
+        else:
+            error.message = f"no answer within the attempt's {limit:.3g} s"
         return error
 
     # --- recording -----------------------------------------------------------------------

@@ -25,7 +25,15 @@ DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
 }
 _TOP_LEVEL = ("providers", "routes", "policy")
-_PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "key_kind", "headers", "default_max_tokens")
+_PROVIDER_KEYS = (
+    "kind",
+    "base_url",
+    "api_key_env",
+    "key_kind",
+    "headers",
+    "default_max_tokens",
+    "connect_timeout_s",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,7 @@ class ProviderConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     # None: the adapter's own default (Anthropic requires a value; OpenAI servers need none).
     default_max_tokens: int | None = None
+    connect_timeout_s: float = 5.0
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key from the environment; ConfigError when the named variable is unset."""
@@ -122,9 +131,9 @@ def parse_target(text: str) -> TargetConfig:
 def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
     where = f"providers.{name}"
     table = _table(table, where, fail)
-    _no_unknown(table, _PROVIDER_KEYS, where, fail)
     if "api_key" in table:
         raise fail(f"{where}.api_key", "keys are never kept in the file; use api_key_env")
+    _no_unknown(table, _PROVIDER_KEYS, where, fail)
     kind = table.get("kind")
     if kind not in PROVIDER_KINDS:
         raise fail(f"{where}.kind", f"must be one of {', '.join(PROVIDER_KINDS)} (got {kind!r})")
@@ -145,8 +154,22 @@ def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
         not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
     ):
         raise fail(f"{where}.default_max_tokens", "must be a positive integer")
+    connect_timeout_s = table.get("connect_timeout_s", 5.0)
+    if (
+        not isinstance(connect_timeout_s, int | float)
+        or isinstance(connect_timeout_s, bool)
+        or not 0 < connect_timeout_s <= 600
+    ):
+        raise fail(f"{where}.connect_timeout_s", "must be a number of seconds in (0, 600]")
     return ProviderConfig(
-        name, kind, base_url.rstrip("/"), api_key_env, key_kind, dict(headers), max_tokens
+        name,
+        kind,
+        base_url.rstrip("/"),
+        api_key_env,
+        key_kind,
+        dict(headers),
+        max_tokens,
+        float(connect_timeout_s),
     )
 
 
@@ -186,7 +209,8 @@ def _policy(table: Any, base: Policy, where: str, fail: Any) -> Policy:
         if expected is int:
             ok = ok and isinstance(value, int)
         if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            raise fail(f"{where}.{key}", f"must be a {expected.__name__} (got {value!r})")
+            kind = "an integer" if expected is int else "a number"
+            raise fail(f"{where}.{key}", f"must be {kind} (got {value!r})")
     try:
         return base.replace(**table)
     except ValueError as exc:

@@ -19,7 +19,9 @@ class Policy:
     budget_s: float = 30.0  # one deadline for the whole chain, retries and fallbacks included
     primary_retries: int = 1  # extra tries on the first target; each fallback gets one try
     min_attempt_budget_s: float = 0.25  # a target is skipped when less than this remains
-    connect_timeout_s: float = 5.0
+    # A cap on one non-streaming attempt, so a provider that hangs cannot eat the whole budget
+    # and leave nothing for the backup. Each attempt gets min(this, what remains).
+    attempt_timeout_s: float = 60.0
     backoff_base_s: float = 0.2  # jittered exponential backoff before a retry, capped below
     backoff_max_s: float = 1.0
     overload_backoff_s: float = 0.05  # 529s cluster: retry almost at once, then move on

@@ -52,6 +52,7 @@ def build_provider(
         transport=transport,
         clock=clock,
         extra_headers=dict(config.headers),
+        connect_timeout_s=config.connect_timeout_s,
         **optional,
     )
 

@@ -1,0 +1,25 @@
+"""Fault-injecting fake Anthropic and OpenAI providers, for tests, demos and the simulator.
+
+`FakeProviders` is a real HTTP/1.1 server on loopback; `FakeTransport` serves the same answers
+and faults in process as an httpx transport. The faults, and how to ask for them, are in
+`simulations.fakes.faults`; the control endpoints and fault selection in `simulations.fakes.app`.
+"""
+
+from simulations.fakes.app import Call, FakeApp
+from simulations.fakes.faults import CATALOGUE, FAULT_NAMES, FAULTS, Fault, FaultSpec, parse_spec
+from simulations.fakes.server import FakeProviders, serve_forever
+from simulations.fakes.transport import FakeTransport
+
+__all__ = [
+    "CATALOGUE",
+    "FAULTS",
+    "FAULT_NAMES",
+    "Call",
+    "FakeApp",
+    "FakeProviders",
+    "FakeTransport",
+    "Fault",
+    "FaultSpec",
+    "parse_spec",
+    "serve_forever",
+]

@@ -1,0 +1,253 @@
+"""The fake "model": a deterministic answer to a conversation, token counts and prompt caching.
+
+Dialect-neutral: `anthropic.py` and `openai.py` read their request into a `Conversation` and
+write the `Answer` back in their wire format. The behaviour is chosen so that tests can see
+what survived translation:
+
+- tools offered and no tool result in the last user turn → a call to the first tool (or the
+  one `tool_choice` names) with arguments built from its input schema;
+- tool results in the last user turn → text quoting them: "tool results: <id>=<content>; ...";
+- otherwise → "echo: <last user text>" (or the configured reply text).
+
+Tokens are estimated at ~4 characters each. `PromptCache` remembers prompt prefixes the way
+each provider's cache does, so a repeated prompt reports cache reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import string
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+_ALPHANUM = string.ascii_letters + string.digits
+
+
+def tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    model: str
+    last_user_text: str = ""
+    tool_results: tuple[tuple[str, str], ...] = ()  # (tool call id, content as text)
+    tools: tuple[Tool, ...] = ()
+    tool_choice: str | None = None  # None/"auto", "none", "any", or a tool name
+    max_tokens: int | None = None
+    stream: bool = False
+    include_usage: bool = False  # OpenAI stream_options.include_usage
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text; deliberately invalid for the bad_tool_args fault
+
+
+@dataclass(frozen=True)
+class PromptUsage:
+    total: int  # every prompt token, cached ones included
+    cache_read: int = 0
+    cache_write: int = 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    id: str
+    text: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop: str = "end_turn"  # Anthropic's names: end_turn, tool_use, max_tokens, refusal
+    prompt: PromptUsage = field(default_factory=lambda: PromptUsage(0))
+
+    @property
+    def output_tokens(self) -> int:
+        chars = len(self.text or "") + sum(len(c.name) + len(c.arguments) for c in self.tool_calls)
+        return max(1, tokens(chars))
+
+    def but(self, **changes: Any) -> Answer:
+        return replace(self, **changes)
+
+
+class Ids:
+    """Provider-looking ids from a seeded RNG, so a seeded fake replays identically."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def _chars(self, n: int, alphabet: str = _ALPHANUM) -> str:
+        return "".join(self._rng.choice(alphabet) for _ in range(n))
+
+    def message(self, dialect: str) -> str:
+        return (
+            "msg_01" + self._chars(22) if dialect == "anthropic" else "chatcmpl-" + self._chars(29)
+        )
+
+    def tool_call(self, dialect: str) -> str:
+        return "toolu_01" + self._chars(22) if dialect == "anthropic" else "call_" + self._chars(24)
+
+    def request(self, dialect: str) -> str:
+        if dialect == "anthropic":
+            return "req_011C" + self._chars(20)
+        return "req_" + self._chars(32, "0123456789abcdef")
+
+    def ray(self) -> str:
+        return self._chars(16, "0123456789abcdef") + "-SJC"
+
+
+def make_answer(
+    conv: Conversation, prompt: PromptUsage, ids: Ids, dialect: str, reply_text: str | None = None
+) -> Answer:
+    answer_id = ids.message(dialect)
+    if conv.tool_results:
+        quoted = "; ".join(f"{call_id}={content}" for call_id, content in conv.tool_results)
+        return _capped(
+            Answer(answer_id, reply_text or f"tool results: {quoted}", prompt=prompt), conv
+        )
+    call = tool_call_for(conv, ids, dialect)
+    if call is not None:
+        return Answer(answer_id, None, (call,), "tool_use", prompt)
+    return _capped(
+        Answer(answer_id, reply_text or f"echo: {conv.last_user_text}", prompt=prompt), conv
+    )
+
+
+def tool_call_for(
+    conv: Conversation, ids: Ids, dialect: str, *, force: bool = False
+) -> ToolCall | None:
+    """The call the model makes, or None when it answers in text. `force` always calls."""
+    if conv.tool_choice == "none" and not force:
+        return None
+    tool = next((t for t in conv.tools if t.name == conv.tool_choice), None)
+    tool = tool or (conv.tools[0] if conv.tools else None)
+    if tool is None:
+        if not force:
+            return None
+        tool = Tool("lookup", {"type": "object", "properties": {"query": {"type": "string"}}})
+    arguments = json.dumps(arguments_for(tool.schema, conv.last_user_text))
+    return ToolCall(ids.tool_call(dialect), tool.name, arguments)
+
+
+def arguments_for(schema: dict[str, Any], user_text: str) -> dict[str, Any]:
+    """Plausible arguments: the user's text for the first string property, simple values else."""
+    args: dict[str, Any] = {}
+    text_given = False
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, dict) else {}
+        kind = prop.get("type", "string")
+        if prop.get("enum"):
+            args[name] = prop["enum"][0]
+        elif kind == "string":
+            args[name] = user_text if user_text and not text_given else "example"
+            text_given = True
+        else:
+            simple = {"integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
+            args[name] = simple.get(kind if isinstance(kind, str) else "string", "example")
+    return args
+
+
+def _capped(answer: Answer, conv: Conversation) -> Answer:
+    """Cut the text at max_tokens, as a model that runs out of room does."""
+    if conv.max_tokens is None or answer.text is None:
+        return answer
+    limit = conv.max_tokens * CHARS_PER_TOKEN
+    if len(answer.text) <= limit:
+        return answer
+    return answer.but(text=answer.text[:limit], stop="max_tokens")
+
+
+def split_text(text: str, size: int = 12) -> list[str]:
+    """Stream deltas: whole words, about `size` characters each; they join back to `text`."""
+    pieces = [""]
+    for word in re.findall(r"\s*\S+\s*|\s+", text):
+        if pieces[-1] and len(pieces[-1]) + len(word) > size:
+            pieces.append("")
+        pieces[-1] += word
+    return pieces
+
+
+def split_json(text: str, size: int = 16) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class PromptCache:
+    """Which prompt prefixes each provider has cached, per (dialect, model).
+
+    Anthropic caches the prefix up to a `cache_control` breakpoint and reads the longest
+    earlier-written prefix at a block boundary; OpenAI caches prompts of ≥1024 tokens
+    automatically, matching in 128-token steps. `hit_ratio` overrides both with a fixed share
+    of the prompt, for simulations that want a given hit rate.
+    """
+
+    _MAX_ENTRIES = 200_000
+
+    def __init__(self, hit_ratio: float | None = None) -> None:
+        self.hit_ratio = hit_ratio
+        self._seen: dict[tuple[str, str], set[bytes]] = {}
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+    def _store(self, key: tuple[str, str]) -> set[bytes]:
+        if sum(map(len, self._seen.values())) > self._MAX_ENTRIES:
+            self._seen.clear()
+        return self._seen.setdefault(key, set())
+
+    def anthropic(self, model: str, segments: list[tuple[str, bool]]) -> PromptUsage:
+        """`segments`: each block of tools, system, messages as text, and whether it is a
+        cache breakpoint."""
+        ends, digests, running = [], [], hashlib.sha256()
+        chars = 0
+        for text, _ in segments:
+            running.update(text.encode())
+            chars += len(text)
+            ends.append(chars)
+            digests.append(running.copy().digest())
+        total = tokens(chars)
+        if self.hit_ratio is not None:
+            return PromptUsage(total, int(total * self.hit_ratio))
+        breaks = [i for i, (_, bp) in enumerate(segments) if bp]
+        if not breaks:
+            return PromptUsage(total)
+        seen = self._store(("anthropic", model))
+        last = breaks[-1]
+        hit = next((i for i in range(last, -1, -1) if digests[i] in seen), None)
+        read_chars = ends[hit] if hit is not None else 0
+        write_chars = 0 if digests[last] in seen else ends[last] - read_chars
+        seen.update(digests[i] for i in breaks)
+        read = read_chars // CHARS_PER_TOKEN
+        write = write_chars // CHARS_PER_TOKEN
+        return PromptUsage(max(total, read + write), read, write)
+
+    def openai(self, model: str, prompt: str) -> PromptUsage:
+        total = tokens(len(prompt))
+        if self.hit_ratio is not None:
+            return PromptUsage(total, int(total * self.hit_ratio))
+        first, step = 1024 * CHARS_PER_TOKEN, 128 * CHARS_PER_TOKEN
+        if len(prompt) < first:
+            return PromptUsage(total)
+        seen = self._store(("openai", model))
+        running = hashlib.sha256(prompt[:first].encode())
+        cached, boundary = 0, first
+        while True:
+            digest = running.copy().digest()
+            if digest in seen:
+                cached = boundary // CHARS_PER_TOKEN
+            seen.add(digest)
+            if boundary + step > len(prompt):
+                break
+            running.update(prompt[boundary : boundary + step].encode())
+            boundary += step
+        return PromptUsage(total, cached)

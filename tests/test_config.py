@@ -1,0 +1,148 @@
+"""switchover.toml: the documented shape loads; every mistake fails with one line naming the key."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from engine.config import load_config, parse_config
+from engine.errors import ConfigError
+
+ISSUE_EXAMPLE = """
+[providers.claude]
+kind = "anthropic"                 # anthropic | openai (any OpenAI-compatible server)
+base_url = "https://api.anthropic.com"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[providers.gpt]
+kind = "openai"
+base_url = "https://api.openai.com/v1"
+api_key_env = "OPENAI_API_KEY"
+
+[routes.support]                   # callers ask for the model "support"
+targets = ["claude/claude-sonnet-4-5", "claude/claude-haiku-4-5", "gpt/gpt-4.1-mini"]
+budget_s = 20
+
+[policy]                           # defaults for every route; a route may override any
+primary_retries = 1
+breaker_failures = 5
+breaker_cooldown_s = 30
+max_retry_after_wait_s = 2
+"""
+
+
+def test_the_documented_example_loads(tmp_path: Path):
+    path = tmp_path / "switchover.toml"
+    path.write_text(ISSUE_EXAMPLE)
+    config = load_config(path)
+    route = config.routes["support"]
+    assert [t.name for t in route.targets] == [
+        "claude/claude-sonnet-4-5",
+        "claude/claude-haiku-4-5",
+        "gpt/gpt-4.1-mini",
+    ]
+    assert route.policy.budget_s == 20
+    assert route.policy.breaker_failures == 5
+    assert config.providers["gpt"].kind == "openai"
+
+
+def test_the_readme_example_is_the_documented_one():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.DOTALL)
+    assert block is not None
+    assert tomllib.loads(block.group(1)) == tomllib.loads(ISSUE_EXAMPLE)
+
+
+def test_a_route_overrides_the_policy_defaults():
+    data = tomllib.loads(ISSUE_EXAMPLE)
+    data["routes"]["classify"] = {"targets": ["gpt/gpt-4.1-mini"], "primary_retries": 0}
+    config = parse_config(data)
+    assert config.routes["classify"].policy.primary_retries == 0
+    assert config.routes["classify"].policy.breaker_cooldown_s == 30
+    assert config.routes["support"].policy.primary_retries == 1
+
+
+def test_model_names_may_contain_slashes():
+    data = tomllib.loads(ISSUE_EXAMPLE)
+    data["routes"]["open"] = {"targets": ["gpt/meta-llama/Llama-3.1-8B"]}
+    target = parse_config(data).routes["open"].targets[0]
+    assert (target.provider, target.model) == ("gpt", "meta-llama/Llama-3.1-8B")
+
+
+def _broken(mutate) -> str:
+    data = tomllib.loads(ISSUE_EXAMPLE)
+    mutate(data)
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda d: d["routes"]["support"]["targets"].append("gtp/gpt-4.1"),
+            "routes.support.targets[3]: provider 'gtp' is not defined",
+        ),
+        (
+            lambda d: d["routes"]["support"].update(targets=[]),
+            "routes.support.targets: must be a non-empty list",
+        ),
+        (
+            lambda d: d["routes"]["support"]["targets"].append("just-a-model"),
+            "routes.support.targets[3]: 'just-a-model' is not of the form provider/model",
+        ),
+        (lambda d: d["providers"]["gpt"].update(kind="azure"), "providers.gpt.kind: must be one of"),
+        (
+            lambda d: d["providers"]["gpt"].update(api_key="sk-live-123"),
+            "providers.gpt.api_key: keys are never kept in the file",
+        ),
+        (
+            lambda d: d["providers"]["gpt"].update(base_url="api.openai.com"),
+            "providers.gpt.base_url: must be an http(s) URL",
+        ),
+        (
+            lambda d: d["policy"].update(breaker_failurs=3),
+            "policy.breaker_failurs: unknown key",
+        ),
+        (
+            lambda d: d["policy"].update(breaker_failures="five"),
+            "policy.breaker_failures: must be an integer",
+        ),
+        (lambda d: d["policy"].update(budget_s=-1), "policy: budget_s must not be negative"),
+        (
+            lambda d: d["routes"]["support"].update(budget_s=True),
+            "routes.support.budget_s: must be a number",
+        ),
+        (lambda d: d.update(prices=[]), "prices: unknown section"),
+        (lambda d: d.update(providers={}), "providers: define at least one provider"),
+    ],
+)
+def test_each_mistake_names_its_key(mutate, expected):
+    assert expected in _broken(mutate)
+
+
+def test_the_secret_never_appears_in_the_error():
+    message = _broken(lambda d: d["providers"]["gpt"].update(api_key="sk-live-123"))
+    assert "sk-live-123" not in message
+
+
+def test_keys_come_from_the_environment_only():
+    config = parse_config(tomllib.loads(ISSUE_EXAMPLE))
+    assert config.providers["claude"].api_key({"ANTHROPIC_API_KEY": "k-1"}) == "k-1"
+    with pytest.raises(ConfigError, match="environment variable ANTHROPIC_API_KEY is not set"):
+        config.providers["claude"].api_key({})
+
+
+def test_invalid_toml_and_missing_files_fail_in_one_line(tmp_path: Path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[routes.support\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
