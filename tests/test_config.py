@@ -97,7 +97,10 @@ def _broken(mutate) -> str:
             lambda d: d["routes"]["support"]["targets"].append("just-a-model"),
             "routes.support.targets[3]: 'just-a-model' is not of the form provider/model",
         ),
-        (lambda d: d["providers"]["gpt"].update(kind="azure"), "providers.gpt.kind: must be one of"),
+        (
+            lambda d: d["providers"]["gpt"].update(kind="azure"),
+            "providers.gpt.kind: must be one of",
+        ),
         (
             lambda d: d["providers"]["gpt"].update(api_key="sk-live-123"),
             "providers.gpt.api_key: keys are never kept in the file",
