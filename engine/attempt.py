@@ -117,6 +117,7 @@ class RequestRun:
         held: list[StreamEvent] = []  # usage and the like, held until the answer is committed
         ttft_ms: float | None = None
         usage = Usage()
+        handed_to_chain = False
         try:
             while True:
                 event = await self._next_event(events, committed=ttft_ms is not None)
@@ -151,6 +152,7 @@ class RequestRun:
                 yield event
         except AttemptError as error:
             if ttft_ms is None:
+                handed_to_chain = True  # the chain records it with the decision it takes
                 raise  # not committed: the chain falls back, invisibly to the caller
             # Committed: the caller already holds part of this answer, and no fallback can
             # splice another model's answer onto it. Report in-band; the stream ends incomplete.
@@ -162,7 +164,7 @@ class RequestRun:
                 tuple(self.attempts),
             )
         finally:
-            if self.current is flight:  # neither recorded as served nor as failed
+            if self.current is flight and not handed_to_chain:  # the caller went away
                 await self._cancelled(served=ttft_ms is not None)
             await _close_quietly(events)
 

@@ -17,6 +17,7 @@ import logging
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -118,9 +119,14 @@ class Chain:
         """Yield StreamStart, then the answer's events, then MessageEnd, or StreamError when
         the committed target fails (the stream then ends incomplete). Before the first content
         event a failure falls back invisibly; failing everywhere raises like `complete`."""
-        async for item in self._run(request.replace(stream=True), request_id, streaming=True):
-            assert not isinstance(item, Response)
-            yield item
+        # aclosing: a caller that stops reading ends the attempt (recorded as cancelled, the
+        # HTTP response and any half-open probe released) now, not whenever the GC gets to it.
+        async with aclosing(
+            self._run(request.replace(stream=True), request_id, streaming=True)
+        ) as items:
+            async for item in items:
+                assert not isinstance(item, Response)
+                yield item
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -151,8 +157,10 @@ class Chain:
                 done += 1
                 try:
                     if streaming:
-                        async for event in run.attempt_stream(target, depth, breaker_state):
-                            yield event
+                        events = run.attempt_stream(target, depth, breaker_state)
+                        async with aclosing(events):
+                            async for event in events:
+                                yield event
                         return
                     yield await run.attempt_complete(target, depth, breaker_state)
                     return

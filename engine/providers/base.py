@@ -149,8 +149,12 @@ class HttpProvider:
                         sse = await anext(events)
                     except StopAsyncIteration:
                         break
-                    except httpx.HTTPError as exc:
+                    except httpx.TimeoutException as exc:
                         raise classify.classify_exception(exc, sent=True) from exc
+                    except httpx.HTTPError as exc:  # the connection broke mid-stream (row 21)
+                        raise classify.stream_fault(
+                            "stream_cut", f"{self.name}: the stream broke off ({exc})"
+                        ) from exc
                     try:
                         decoded = self._feed(decoder, sse, response)
                     except MalformedAnswer as exc:

@@ -600,13 +600,15 @@ class Breaking(httpx.AsyncByteStream):
         self.closed = True
 
 
-async def test_connection_reset_mid_stream_is_ambiguous_and_the_response_is_closed():
+async def test_connection_reset_mid_stream_is_a_cut_stream_and_the_response_is_closed():
+    """Catalogue row 21: the stream died after its head; the chain decides by commit."""
     stream = Breaking(sse(chunk({"content": "Hel"}), done=False))
     provider, _ = make(
         lambda r: httpx.Response(200, stream=stream, headers={"content-type": "text/event-stream"})
     )
-    with pytest.raises(AmbiguousFault):
+    with pytest.raises(ProviderFault) as caught:
         await collect(provider)
+    assert caught.value.error_class == "stream_cut"
     assert stream.closed
 
 
