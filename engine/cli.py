@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -117,12 +116,7 @@ def fake_providers(
     from simulations.fakes.server import serve_forever
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    typer.echo(
-        f"fake providers on http://{host}:{port}  (Anthropic: /v1/messages, "
-        f"OpenAI: /v1/chat/completions, control: /_fake/)"
-    )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(host, port))
+    serve_forever(host, port)  # until Ctrl-C
 
 
 @app.command()
