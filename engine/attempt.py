@@ -9,6 +9,7 @@ try next, and whether to wait, is the chain's business (`engine.chain`), not thi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -49,6 +50,7 @@ class _InFlight:
     breaker_state: str
     started: float
     started_wall: datetime
+    ended: float | None = None  # set when the failure is reported, before the breaker I/O
 
 
 @dataclass
@@ -156,7 +158,8 @@ class RequestRun:
                 raise  # not committed: the chain falls back, invisibly to the caller
             # Committed: the caller already holds part of this answer, and no fallback can
             # splice another model's answer onto it. Report in-band; the stream ends incomplete.
-            await self.failed(error, "in_band_error", ttft_ms=ttft_ms, usage=usage, served=True)
+            await self.report(error)
+            self.failed(error, "in_band_error", ttft_ms=ttft_ms, usage=usage, served=True)
             yield StreamError(
                 error.error_class,
                 error.message,
@@ -215,7 +218,15 @@ class RequestRun:
             provider_request_id=provider_request_id,
         )
 
-    async def failed(
+    async def report(self, error: AttemptError) -> None:
+        """Tell the breaker how the attempt under way failed. The chain does so before it
+        decides what follows: a failure that opened the breaker leaves nothing to retry."""
+        assert self.current is not None, "no attempt under way"
+        self.current = dataclasses.replace(self.current, ended=self.now())
+        event = event_for(error) or Released()
+        await self.breakers.record(self.current.target.name, event, self.now())
+
+    def failed(
         self,
         error: AttemptError,
         decision: str,
@@ -224,10 +235,10 @@ class RequestRun:
         usage: Usage | None = None,
         served: bool = False,
     ) -> None:
-        """Record the attempt under way as failed, with the decision the chain took."""
+        """Record the attempt under way as failed (the breaker was told by `report`), with
+        the decision the chain took."""
         flight = self._take()
         self.errors.append(error)
-        await self.breakers.record(flight.target.name, event_for(error) or Released(), self.now())
         self._record(
             flight,
             outcome="error",
@@ -280,7 +291,7 @@ class RequestRun:
             key_kind=target.key_kind,
             process_id=os.getpid(),
             started_at=flight.started_wall,
-            latency_ms=(self.now() - flight.started) * 1000,
+            latency_ms=((flight.ended or self.now()) - flight.started) * 1000,
             ttft_ms=ttft_ms,
             streamed=self.request.stream,
             outcome=outcome,

@@ -146,7 +146,8 @@ class Chain:
             tries = 1 + (self.policy.primary_retries if depth == 0 else 0)
             done = 0
             while done < tries:
-                if run.remaining() < self.policy.min_attempt_budget_s:
+                remaining = run.remaining()
+                if remaining <= 0 or remaining < self.policy.min_attempt_budget_s:
                     run.skipped.append((target.name, "time budget too small"))
                     run.deadline_hit = True
                     break
@@ -165,11 +166,17 @@ class Chain:
                     yield await run.attempt_complete(target, depth, breaker_state)
                     return
                 except AttemptError as error:
-                    last = depth == len(self.targets) - 1
+                    await run.report(error)
+                    # A failure that opened the breaker (or failed its probe) ends this target:
+                    # no backoff is slept for a retry the breaker would refuse.
+                    opened = (await self.breakers.snapshot(target.name)).status == "open"
                     wait, decision = self._next_step(
-                        run, error, retries_left=tries - done, last=last
+                        run,
+                        error,
+                        retries_left=0 if opened else tries - done,
+                        last=depth == len(self.targets) - 1,
                     )
-                    await run.failed(error, decision)
+                    run.failed(error, decision)
                     if isinstance(error, RequestFault):
                         raise RequestFailed(error, tuple(run.attempts)) from error
                     if isinstance(error, AccountFault):

@@ -9,7 +9,6 @@ from datetime import timedelta
 import httpx
 import pytest
 
-import engine
 from engine.clock import SystemClock, VirtualClock
 
 
@@ -90,22 +89,3 @@ def test_the_system_clock_is_monotonic_and_utc():
     clock = SystemClock()
     assert clock.now() <= clock.now()
     assert clock.wall().utcoffset() == timedelta(0)
-
-
-def test_the_public_surface_is_exactly_all():
-    exported = {name for name in dir(engine) if not name.startswith("_")}
-    modules = {
-        "attempt",
-        "breaker",
-        "chain",
-        "classify",
-        "clock",
-        "config",
-        "errors",
-        "policy",
-        "providers",
-        "switchover",
-        "types",
-    }
-    assert exported - modules == set(engine.__all__)
-    assert all(getattr(engine, name) is not None for name in engine.__all__)
