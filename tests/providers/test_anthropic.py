@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from engine.clock import VirtualClock
 from engine.errors import AccountFault, AmbiguousFault, AttemptError, ProviderFault, RateLimited
 from engine.providers import AnthropicProvider, Provider
 from engine.providers.anthropic_codec import encode_request, sanitize_tool_id
@@ -29,6 +28,8 @@ from engine.types import (
     UsageUpdate,
 )
 
+from .recorder import make_provider
+
 API_KEY = "sk-ant-test-SECRET"
 MODEL = "claude-sonnet-4-5"
 REPORTED_MODEL = "claude-sonnet-4-5-20250929"
@@ -38,32 +39,8 @@ HI = Request(messages=(Message.user("hi"),))
 # --- a fake Messages API -----------------------------------------------------------------
 
 
-class FakeAnthropic:
-    """Answers every call with the scripted response and keeps what it received."""
-
-    def __init__(self, answer: Callable[[httpx.Request], httpx.Response]) -> None:
-        self.answer = answer
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.answer(request)
-
-    @property
-    def body(self) -> dict:
-        return json.loads(self.requests[-1].content)
-
-
 def make(answer: Callable[[httpx.Request], httpx.Response], **kwargs) -> tuple:
-    fake = FakeAnthropic(answer)
-    provider = AnthropicProvider(
-        "claude",
-        api_key=API_KEY,
-        transport=httpx.MockTransport(fake),
-        clock=VirtualClock(),
-        **kwargs,
-    )
-    return provider, fake
+    return make_provider(AnthropicProvider, "claude", API_KEY, answer, **kwargs)
 
 
 def message(content: list, stop_reason: str | None = "end_turn", **usage) -> dict:

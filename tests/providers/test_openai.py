@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from engine.clock import VirtualClock
 from engine.errors import AccountFault, AmbiguousFault, ProviderFault, RateLimited, RequestFault
 from engine.providers import OpenAIProvider, Provider
 from engine.providers.openai import max_tokens_field_for
@@ -31,6 +30,8 @@ from engine.types import (
     UsageUpdate,
 )
 
+from .recorder import make_provider
+
 API_KEY = "sk-proj-test-SECRET"
 MODEL = "gpt-4.1-mini"
 REPORTED_MODEL = "gpt-4.1-mini-2025-04-14"
@@ -40,30 +41,8 @@ HI = Request(messages=(Message.user("hi"),))
 # --- a fake Chat Completions API -------------------------------------------------------------
 
 
-class FakeOpenAI:
-    def __init__(self, answer: Callable[[httpx.Request], httpx.Response]) -> None:
-        self.answer = answer
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.answer(request)
-
-    @property
-    def body(self) -> dict:
-        return json.loads(self.requests[-1].content)
-
-
 def make(answer: Callable[[httpx.Request], httpx.Response], **kwargs) -> tuple:
-    fake = FakeOpenAI(answer)
-    provider = OpenAIProvider(
-        "gpt",
-        api_key=API_KEY,
-        transport=httpx.MockTransport(fake),
-        clock=VirtualClock(),
-        **kwargs,
-    )
-    return provider, fake
+    return make_provider(OpenAIProvider, "gpt", API_KEY, answer, **kwargs)
 
 
 def completion(
