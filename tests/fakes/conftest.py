@@ -73,12 +73,8 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
-@pytest.fixture(params=["server", "transport"])
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    """A client and its fake, over loopback or in process. The clock is virtual and moved by
-    hand (sleeps on it return at once), so schedule tests need no real waiting."""
-    clock = VirtualClock()
-    if request.param == "server":
+async def _backend(kind: str, clock: Clock) -> AsyncIterator[Backend]:
+    if kind == "server":
         async with (
             FakeProviders(clock=clock) as server,
             httpx.AsyncClient(base_url=server.base_url) as client,
@@ -88,22 +84,21 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
         transport = FakeTransport(clock=clock)
         async with httpx.AsyncClient(transport=transport, base_url="http://fake") as client:
             yield Backend("transport", transport, client, clock)
+
+
+@pytest.fixture(params=["server", "transport"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    """A client and its fake, over loopback or in process. The clock is virtual and moved by
+    hand (sleeps on it return at once), so schedule tests need no real waiting."""
+    async for made in _backend(request.param, VirtualClock()):
+        yield made
 
 
 @pytest.fixture(params=["server", "transport"])
 async def realtime(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """Like `backend` but on the system clock, for faults about waits and timeouts."""
-    clock = SystemClock()
-    if request.param == "server":
-        async with (
-            FakeProviders(clock=clock) as server,
-            httpx.AsyncClient(base_url=server.base_url) as client,
-        ):
-            yield Backend("server", server, client, clock)
-    else:
-        transport = FakeTransport(clock=clock)
-        async with httpx.AsyncClient(transport=transport, base_url="http://fake") as client:
-            yield Backend("transport", transport, client, clock)
+    async for made in _backend(request.param, SystemClock()):
+        yield made
 
 
 @pytest.fixture
