@@ -98,6 +98,10 @@ class RequestRun:
         except asyncio.CancelledError:
             await self._cancelled(served=False)
             raise
+        except AttemptError:
+            raise
+        except Exception as exc:
+            raise _internal(target, exc) from exc
         await self._succeeded(
             response.usage, ttft_ms=None, provider_request_id=response.provider_request_id
         )
@@ -192,6 +196,10 @@ class RequestRun:
             raise classify.stream_fault(
                 "stream_stalled", f"no stream event for {limit:g} s {phase}"
             ) from None
+        except AttemptError:
+            raise
+        except Exception as exc:
+            raise _internal(self.current.target if self.current else None, exc) from exc
 
     def _out_of_time(self, limit: float) -> AttemptError:
         error = classify.classify_exception(TimeoutError(), sent=True)
@@ -318,6 +326,13 @@ class RequestRun:
                 hook(attempt)
             except Exception:  # telemetry must never fail a user's request
                 log.exception("attempt hook %r failed; the request goes on", hook)
+
+
+def _internal(target: Target | None, exc: Exception) -> AttemptError:
+    """A bug on our side of one provider (say, an answer shape the codec did not expect) must
+    not fail a request that a backup can serve: log it loudly, treat it as a provider fault."""
+    log.exception("unexpected error talking to %s", target.name if target else "a provider")
+    return classify.classify_exception(exc, sent=True)
 
 
 def _anthropic_error_type(error: AttemptError) -> str:

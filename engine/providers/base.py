@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
@@ -38,6 +38,9 @@ _NOT_SENT = (
 )
 # A body that broke off while being read is a truncated answer, not a lost connection.
 _TRUNCATION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError)
+# After a stream's final event, how much more is read to keep its connection reusable.
+_DRAIN_LIMIT_S = 0.25
+_DRAIN_LIMIT_EVENTS = 16
 
 
 @runtime_checkable
@@ -159,6 +162,10 @@ class HttpProvider:
                         decoded = self._feed(decoder, sse, response)
                     except MalformedAnswer as exc:
                         raise self._empty(response, exc) from exc
+                    if decoder.done:
+                        # Before the last events go out: the consumer may close this stream
+                        # as soon as it sees the end, and an unread body costs the connection.
+                        await self._drain(events)
                     for event in decoded:
                         yield event
                     if decoder.done:
@@ -168,6 +175,15 @@ class HttpProvider:
             )
         finally:
             await response.aclose()
+
+    async def _drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
+        """Read what follows the final event (normally just the end of the chunked body), so
+        httpx can return the connection to the pool: closing a response that still has unread
+        body throws its connection away, and the next stream pays a new TCP+TLS handshake."""
+        with suppress(Exception):  # StopAsyncIteration, a timeout, a broken tail: all fine
+            async with self.clock.timeout(_DRAIN_LIMIT_S):
+                for _ in range(_DRAIN_LIMIT_EVENTS):
+                    await anext(events)
 
     # --- transport ---------------------------------------------------------------------------
 

@@ -103,6 +103,8 @@ class FakeProviders(Controlled):
         self.port = port
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        # Connections accepted so far: tests see whether clients reuse pooled connections.
+        self.connections_accepted = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -150,6 +152,7 @@ class FakeProviders(Controlled):
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.connections_accepted += 1
         open_ = True
         try:
             while open_:

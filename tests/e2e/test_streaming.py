@@ -76,3 +76,13 @@ async def test_a_caller_that_stops_reading_is_recorded_as_cancelled(stack: Stack
     await stream.aclose()
     (attempt,) = stack.attempts
     assert (attempt.outcome, attempt.served) == ("cancelled", True)
+
+
+async def test_finished_streams_hand_their_connection_back_to_the_pool(stack: Stack):
+    """An unread body tail would make httpx drop the connection: a new TCP (and TLS)
+    handshake for every streamed request."""
+    for dialect in ("anthropic", "openai"):
+        chain = stack.chain((dialect, "primary"))
+        for _ in range(5):
+            assert isinstance((await collect(chain.stream(ask())))[-1], MessageEnd)
+    assert stack.fake.connections_accepted == 2  # one per provider client
