@@ -12,6 +12,7 @@ Never puts the API key in a log line, an exception message or a repr.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, suppress
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -65,7 +66,9 @@ class StreamDecoder(Protocol):
     done: bool
 
 
-class HttpProvider:
+class HttpProvider(ABC):
+    """The transport half every dialect shares; a dialect fills in the abstract methods."""
+
     kind: ClassVar[str]
     path: ClassVar[str]  # appended to base_url
     end_marker: ClassVar[str]  # what a complete stream ends with, for the stream_cut message
@@ -104,24 +107,27 @@ class HttpProvider:
 
     # --- the dialect's part ------------------------------------------------------------------
 
+    @abstractmethod
     def _auth_headers(self, api_key: str | None) -> dict[str, str]:
-        raise NotImplementedError
+        """The headers that authenticate (none when `api_key` is None)."""
 
+    @abstractmethod
     def _encode(self, request: Request, model: str, *, stream: bool) -> dict[str, Any]:
-        raise NotImplementedError
+        """The wire body for `request`."""
 
+    @abstractmethod
     def _decode(self, obj: Any, model: str, request_id: str | None) -> Response:
         """A parsed 2xx body as a Response; raises MalformedAnswer."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _new_decoder(self, model: str, request_id: str | None) -> StreamDecoder:
-        raise NotImplementedError
+        """A fresh stream state machine for one response."""
 
+    @abstractmethod
     def _feed(
         self, decoder: Any, sse: ServerSentEvent, response: httpx.Response
     ) -> list[StreamEvent]:
         """One SSE event through the dialect's decoder (parse it with `_stream_data`)."""
-        raise NotImplementedError
 
     # --- the calls ---------------------------------------------------------------------------
 
