@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from engine import classify
 from engine.breaker import BreakerStore, Released, Success, event_for
 from engine.clock import Clock
-from engine.errors import AttemptError, RateLimited
+from engine.errors import AmbiguousFault, AttemptError, RateLimited
 from engine.policy import Policy
 from engine.types import (
     Attempt,
@@ -172,7 +172,7 @@ class RequestRun:
             )
         finally:
             if self.current is flight and not handed_to_chain:  # the caller went away
-                await self._cancelled(served=ttft_ms is not None)
+                await self._cancelled(served=ttft_ms is not None, usage=usage, ttft_ms=ttft_ms)
             await _close_quietly(events)
 
     async def _next_event(
@@ -247,6 +247,9 @@ class RequestRun:
         the decision the chain took."""
         flight = self._take()
         self.errors.append(error)
+        estimated = usage is None and isinstance(error, AmbiguousFault) and error.sent
+        if estimated:  # the provider may have done, and billed, the work: price the prompt
+            usage = Usage(input_tokens=self.request.estimated_input_tokens())
         self._record(
             flight,
             outcome="error",
@@ -256,9 +259,14 @@ class RequestRun:
             ttft_ms=ttft_ms,
             error=error,
             provider_request_id=error.provider_request_id,
+            tokens_estimated=estimated,
         )
 
-    async def _cancelled(self, *, served: bool) -> None:
+    async def _cancelled(
+        self, *, served: bool, usage: Usage | None = None, ttft_ms: float | None = None
+    ) -> None:
+        """The caller went away. A stream abandoned midway keeps the usage seen so far: the
+        provider bills what it generated, and that is wasted spend."""
         flight = self._take()
         await self.breakers.record(flight.target.name, Released(), self.now())
         self._record(
@@ -266,8 +274,8 @@ class RequestRun:
             outcome="cancelled",
             decision="cancelled",
             served=served,
-            usage=Usage(),
-            ttft_ms=None,
+            usage=usage or Usage(),
+            ttft_ms=ttft_ms,
         )
 
     def _take(self) -> _InFlight:
@@ -286,6 +294,7 @@ class RequestRun:
         ttft_ms: float | None,
         error: AttemptError | None = None,
         provider_request_id: str | None = None,
+        tokens_estimated: bool = False,
     ) -> None:
         target = flight.target
         attempt = Attempt(
@@ -319,6 +328,7 @@ class RequestRun:
             cache_write_tokens=usage.cache_write_tokens,
             feature=self.request.feature,
             provider_request_id=provider_request_id,
+            tokens_estimated=tokens_estimated,
         )
         self.attempts.append(attempt)
         for hook in self.hooks:

@@ -131,6 +131,27 @@ class Request:
     def replace(self, **changes: Any) -> Request:
         return dataclasses.replace(self, **changes)
 
+    def estimated_input_tokens(self) -> int:
+        """A rough prompt size (about 4 characters a token, a flat 800 an image), for pricing
+        attempts that may have been billed although no usage came back."""
+        chars = len(self.system or "")
+        images = 0
+        for message in self.messages:
+            for part in message.content:
+                if isinstance(part, Text):
+                    chars += len(part.text)
+                elif isinstance(part, Image):
+                    images += 1
+                elif isinstance(part, ToolCall):
+                    chars += len(part.raw_arguments or "") or len(str(part.arguments or ""))
+                elif isinstance(part, ToolResult):
+                    chars += sum(len(p.text) for p in part.content if isinstance(p, Text))
+                    images += sum(1 for p in part.content if isinstance(p, Image))
+        chars += sum(
+            len(t.name) + len(t.description) + len(str(t.input_schema)) for t in self.tools
+        )
+        return chars // 4 + 800 * images
+
 
 # --- response --------------------------------------------------------------------------------
 
@@ -279,6 +300,9 @@ class Attempt:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # True when the tokens are an estimate: an ambiguous failure after the request was sent
+    # may have been billed for the prompt although no usage came back.
+    tokens_estimated: bool = False
     cost_usd: Decimal | None = None  # priced by the recorder, not the chain
     feature: str | None = None
     pii_masked: int = 0
