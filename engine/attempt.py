@@ -314,6 +314,7 @@ class RequestRun:
             outcome=outcome,
             decision=decision,
             error_class=error.error_class if error else None,
+            fault_kind=error.fault_kind if error else None,
             http_status=error.status if error else None,
             error_type=error.error_type if error else None,
             error_code=error.error_code if error else None,

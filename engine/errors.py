@@ -59,6 +59,7 @@ class AttemptError(SwitchoverError):
     """One attempt failed. Built by `engine.classify`, never by hand-parsing elsewhere."""
 
     decision: Decision
+    fault_kind: str  # whose fault, recorded on the attempt: what telemetry groups failures by
     counts_on_breaker: bool = True
 
     def __init__(
@@ -95,24 +96,29 @@ class AttemptError(SwitchoverError):
 
 class RequestFault(AttemptError):
     decision = Decision.FAIL_FAST
+    fault_kind = "request"
     counts_on_breaker = False
 
 
 class ProviderFault(AttemptError):
     decision = Decision.RETRY_THEN_FALL_BACK
+    fault_kind = "provider"
 
 
 class AccountFault(AttemptError):
     decision = Decision.FALL_BACK_NOW
+    fault_kind = "account"
 
 
 class RateLimited(AttemptError):
     decision = Decision.RATE_LIMITED
+    fault_kind = "rate_limit"
     counts_on_breaker = False
 
 
 class AmbiguousFault(AttemptError):
     decision = Decision.AMBIGUOUS
+    fault_kind = "ambiguous"
 
 
 class ChainError(SwitchoverError):

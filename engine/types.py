@@ -288,6 +288,8 @@ class Attempt:
     outcome: Outcome
     decision: str  # served | fail_fast | retry | fall_back | fall_back_now | wait_and_retry | ...
     error_class: str | None
+    # Whose fault, as the policy sees it: request | provider | account | rate_limit | ambiguous
+    fault_kind: str | None
     http_status: int | None
     error_type: str | None
     error_code: str | None
