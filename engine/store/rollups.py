@@ -1,0 +1,359 @@
+"""Rollups: what the attempts mean, per minute, hour and day, as `docs/metrics.md` defines it.
+
+Incremental: a refresh recomputes whole buckets in a time range from the attempts table and
+replaces them in one transaction, so a late spool file only means recomputing its buckets.
+Request-level counts (a request may take several attempts, across targets) are bucketed by the
+request's first attempt and attributed to the attempt that decided it (the one that served, or
+else the last); attempt-level figures (latency, tokens, cost, faults) to each attempt's own
+bucket and target. Money stays DECIMAL(18,9) from the attempt's cost to the rollup.
+
+Runs inside the scheduler only: it writes to the DuckDB file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Literal, Protocol
+
+import duckdb
+import pyarrow as pa
+
+Grain = Literal["minute", "hour", "day"]
+GRAINS: tuple[Grain, ...] = ("minute", "hour", "day")
+TABLES = {"minute": "rollup_minute", "hour": "rollup_hour", "day": "rollup_day"}
+
+# The windows the query uses (as SQL literals, documented in docs/metrics.md):
+# - a request's attempts can outlive the bucket it started in (retries, fallbacks, a long
+#   stream): attempts 5 minutes either side of a refreshed range are read with it;
+# - a primary's healthy cache-hit ratio is measured over its successes in the trailing day;
+# - a primary success re-warms its prompt cache when, in the 5 minutes before it, its route
+#   was served more by backups than by the primary.
+
+
+class UnitPrices(Protocol):
+    """USD per token (engine.pricing.UnitPrices)."""
+
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write: Decimal
+
+
+PriceLookup = Callable[[str, str], UnitPrices | None]  # (provider_kind, model) → prices
+
+_PRICES_SCHEMA = pa.schema(
+    [
+        ("provider_kind", pa.string()),
+        ("model", pa.string()),
+        ("p_input", pa.decimal128(24, 15)),
+        ("p_output", pa.decimal128(24, 15)),
+        ("p_cache_read", pa.decimal128(24, 15)),
+        ("p_cache_write", pa.decimal128(24, 15)),
+    ]
+)
+
+# Minute buckets [$lo, $hi), from the attempts; the ground truth for every additive figure.
+_MINUTES = """
+WITH win AS (
+    SELECT *, date_trunc('minute', started_at) AS bucket, coalesce(feature, '') AS feat
+    FROM attempts
+    WHERE started_at >= $lo::TIMESTAMPTZ - INTERVAL 5 MINUTE
+      AND started_at < $hi::TIMESTAMPTZ + INTERVAL 5 MINUTE
+),
+req AS (  -- one row a request, at the attempt that decided it
+    SELECT
+        date_trunc('minute', min(started_at)) AS bucket,
+        arg_max(route, served::INT * 100000 + attempt_number) AS route,
+        arg_max(provider, served::INT * 100000 + attempt_number) AS provider,
+        arg_max(model, served::INT * 100000 + attempt_number) AS model,
+        arg_max(target, served::INT * 100000 + attempt_number) AS target,
+        arg_max(feat, served::INT * 100000 + attempt_number) AS feat,
+        bool_or(served AND outcome = 'success') AS answered,
+        bool_or(served AND outcome = 'success' AND fallback_depth > 0) AS by_fallback,
+        bool_or(decision = 'fail_fast') AS request_fault,
+        bool_or(served AND outcome = 'error') AS broken,
+        bool_or(outcome = 'cancelled') AS abandoned
+    FROM win
+    GROUP BY request_id
+),
+req_rollup AS (
+    SELECT bucket, route, provider, model, target, feat,
+        count(*) AS requests,
+        count(*) FILTER (answered) AS answered,
+        count(*) FILTER (by_fallback) AS answered_by_fallback,
+        count(*) FILTER (request_fault) AS request_faults,
+        count(*) FILTER (broken AND NOT answered) AS broken_streams,
+        count(*) FILTER (abandoned AND NOT answered AND NOT broken) AS abandoned,
+        count(*) FILTER (NOT (answered OR request_fault OR broken OR abandoned)) AS unavailable
+    FROM req
+    WHERE bucket >= $lo AND bucket < $hi
+    GROUP BY ALL
+),
+route_share AS (  -- per route and minute: did backups serve more than the primary lately?
+    SELECT route, minute,
+        coalesce(sum(by_backup) OVER recent, 0) > coalesce(sum(by_primary) OVER recent, 0)
+            AS rewarming
+    FROM (
+        SELECT route, date_trunc('minute', started_at) AS minute,
+            count(*) FILTER (fallback_depth = 0) AS by_primary,
+            count(*) FILTER (fallback_depth > 0) AS by_backup
+        FROM win WHERE served AND outcome = 'success'
+        GROUP BY ALL
+    )
+    WINDOW recent AS (PARTITION BY route ORDER BY minute
+        RANGE BETWEEN INTERVAL 5 MINUTE PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
+),
+priced AS (  -- attempt rows with what the primary would have charged for the same work
+    SELECT w.*,
+        w.input_tokens + w.cache_read_tokens + w.cache_write_tokens AS total_in,
+        coalesce(bl.hit_ratio, 0) AS hit_ratio,
+        px.p_input, px.p_output, px.p_cache_read, px.p_cache_write,
+        coalesce(rs.rewarming, false) AS rewarming
+    FROM win w
+    LEFT JOIN route_primaries pr ON pr.route = w.route
+    LEFT JOIN baselines bl ON bl.route = w.route AND bl.hour = date_trunc('hour', w.started_at)
+    LEFT JOIN prices px ON px.provider_kind = pr.provider_kind AND px.model = pr.model
+    LEFT JOIN route_share rs
+        ON rs.route = w.route AND rs.minute = date_trunc('minute', w.started_at)
+),
+att_rollup AS (
+    SELECT a.bucket, a.route, a.provider, a.model, a.target, a.feat,
+        count(*) AS attempts,
+        count(*) FILTER (a.outcome = 'error') AS failed_attempts,
+        count(*) FILTER (a.fault_kind = 'request') AS request_fault_attempts,
+        count(*) FILTER (a.fault_kind = 'provider') AS provider_faults,
+        count(*) FILTER (a.fault_kind = 'account') AS account_faults,
+        count(*) FILTER (a.fault_kind = 'rate_limit') AS rate_limited,
+        count(*) FILTER (a.fault_kind = 'ambiguous') AS ambiguous_faults,
+        quantile_cont(a.latency_ms, 0.5) AS latency_p50_ms,
+        quantile_cont(a.latency_ms, 0.95) AS latency_p95_ms,
+        quantile_cont(a.latency_ms, 0.99) AS latency_p99_ms,
+        quantile_cont(a.ttft_ms, 0.5) FILTER (a.outcome = 'success') AS ttft_p50_ms,
+        quantile_cont(a.ttft_ms, 0.95) FILTER (a.outcome = 'success') AS ttft_p95_ms,
+        sum(a.input_tokens) AS input_tokens,
+        sum(a.output_tokens) AS output_tokens,
+        sum(a.cache_read_tokens) AS cache_read_tokens,
+        sum(a.cache_write_tokens) AS cache_write_tokens,
+        coalesce(sum(a.cost_usd), 0) AS cost_usd,
+        count(*) FILTER (a.cost_usd IS NULL
+            AND a.input_tokens + a.output_tokens + a.cache_read_tokens
+                + a.cache_write_tokens > 0) AS unpriced_attempts,
+        coalesce(sum(a.cost_usd) FILTER (a.outcome <> 'success'), 0) AS wasted_usd,
+        sum(a.cost_usd - (a.total_in * (1 - a.hit_ratio) * a.p_input
+                + a.total_in * a.hit_ratio * a.p_cache_read + a.output_tokens * a.p_output))
+            FILTER (a.served AND a.outcome = 'success' AND a.fallback_depth > 0)
+            AS fallback_premium_usd,
+        sum(a.total_in * a.hit_ratio * (a.p_input - a.p_cache_read))
+            FILTER (a.served AND a.outcome = 'success' AND a.fallback_depth > 0)
+            AS cache_loss_usd,
+        coalesce(sum(a.cache_write_tokens * (a.p_cache_write - a.p_input)) FILTER (
+            a.outcome = 'success' AND a.fallback_depth = 0 AND a.rewarming), 0) AS rewarm_usd
+    FROM priced a
+    WHERE a.bucket >= $lo AND a.bucket < $hi
+    GROUP BY ALL
+)
+SELECT bucket, route, provider, model, target, feat AS feature,
+    sum(requests)::BIGINT AS requests, sum(answered)::BIGINT AS answered,
+    sum(answered_by_fallback)::BIGINT AS answered_by_fallback,
+    sum(request_faults)::BIGINT AS request_faults, sum(unavailable)::BIGINT AS unavailable,
+    sum(broken_streams)::BIGINT AS broken_streams, sum(abandoned)::BIGINT AS abandoned,
+    sum(attempts)::BIGINT AS attempts, sum(failed_attempts)::BIGINT AS failed_attempts,
+    sum(request_fault_attempts)::BIGINT AS request_fault_attempts,
+    sum(provider_faults)::BIGINT AS provider_faults,
+    sum(account_faults)::BIGINT AS account_faults, sum(rate_limited)::BIGINT AS rate_limited,
+    sum(ambiguous_faults)::BIGINT AS ambiguous_faults,
+    max(latency_p50_ms) AS latency_p50_ms, max(latency_p95_ms) AS latency_p95_ms,
+    max(latency_p99_ms) AS latency_p99_ms, max(ttft_p50_ms) AS ttft_p50_ms,
+    max(ttft_p95_ms) AS ttft_p95_ms,
+    sum(input_tokens)::BIGINT AS input_tokens, sum(output_tokens)::BIGINT AS output_tokens,
+    sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+    sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+    sum(cost_usd)::DECIMAL(18,9) AS cost_usd, sum(unpriced_attempts)::BIGINT AS unpriced_attempts,
+    sum(wasted_usd)::DECIMAL(18,9) AS wasted_usd,
+    sum(fallback_premium_usd)::DECIMAL(18,9) AS fallback_premium_usd,
+    sum(cache_loss_usd)::DECIMAL(18,9) AS cache_loss_usd,
+    sum(rewarm_usd)::DECIMAL(18,9) AS rewarm_usd
+FROM (SELECT * FROM att_rollup UNION ALL BY NAME SELECT * FROM req_rollup)
+GROUP BY ALL
+"""
+
+
+# The rollup tables' columns (migration 2 creates the three tables from this, and the two
+# helper tables below).
+ROLLUP_COLUMNS = """
+    bucket TIMESTAMPTZ NOT NULL, route VARCHAR NOT NULL, provider VARCHAR NOT NULL,
+    model VARCHAR NOT NULL, target VARCHAR NOT NULL, feature VARCHAR NOT NULL,
+    requests BIGINT, answered BIGINT, answered_by_fallback BIGINT, request_faults BIGINT,
+    unavailable BIGINT, broken_streams BIGINT, abandoned BIGINT,
+    attempts BIGINT, failed_attempts BIGINT, request_fault_attempts BIGINT,
+    provider_faults BIGINT, account_faults BIGINT, rate_limited BIGINT, ambiguous_faults BIGINT,
+    latency_p50_ms DOUBLE, latency_p95_ms DOUBLE, latency_p99_ms DOUBLE,
+    ttft_p50_ms DOUBLE, ttft_p95_ms DOUBLE,
+    input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT, cache_write_tokens BIGINT,
+    cost_usd DECIMAL(18,9), unpriced_attempts BIGINT, wasted_usd DECIMAL(18,9),
+    fallback_premium_usd DECIMAL(18,9), cache_loss_usd DECIMAL(18,9), rewarm_usd DECIMAL(18,9)
+"""
+HELPER_TABLES = """
+CREATE TABLE route_primaries (route VARCHAR PRIMARY KEY, target VARCHAR, provider_kind VARCHAR,
+    model VARCHAR, last_seen TIMESTAMPTZ);
+CREATE TABLE baselines (route VARCHAR, hour TIMESTAMPTZ, hit_ratio DOUBLE,
+    PRIMARY KEY (route, hour));
+"""
+
+
+# Each route's primary (its first target) as last seen, kept across refreshes: while the
+# primary's breaker is open no attempt names it, yet the premium is measured against it.
+_UPDATE_PRIMARIES = """
+INSERT INTO route_primaries
+SELECT route, arg_max(target, started_at), arg_max(provider_kind, started_at),
+    arg_max(model, started_at), max(started_at)
+FROM attempts
+WHERE fallback_depth = 0 AND started_at >= $lo AND started_at < $hi
+GROUP BY route
+ON CONFLICT (route) DO UPDATE SET target = excluded.target,
+    provider_kind = excluded.provider_kind, model = excluded.model,
+    last_seen = excluded.last_seen
+    WHERE excluded.last_seen > route_primaries.last_seen
+"""
+
+# The primary's healthy cache-hit ratio for each route and hour in [$lo, $hi) that has none
+# yet: its successes in the 24 hours before that hour. Computed once per route and hour.
+_ADD_BASELINES = """
+INSERT INTO baselines
+SELECT h.route, h.hour,
+    coalesce(sum(b.cache_read_tokens) / nullif(sum(b.input_tokens + b.cache_read_tokens
+        + b.cache_write_tokens), 0), 0)
+FROM (
+    SELECT DISTINCT route, date_trunc('hour', started_at) AS hour FROM attempts
+    WHERE started_at >= $lo AND started_at < $hi
+) h
+JOIN route_primaries p ON p.route = h.route
+LEFT JOIN attempts b ON b.target = p.target AND b.outcome = 'success'
+    AND b.fallback_depth = 0 AND b.started_at >= h.hour - INTERVAL 1 DAY
+    AND b.started_at < h.hour
+WHERE NOT EXISTS (SELECT 1 FROM baselines x WHERE x.route = h.route AND x.hour = h.hour)
+GROUP BY ALL
+"""
+
+_ADDITIVE = (
+    *("requests", "answered", "answered_by_fallback", "request_faults", "unavailable"),
+    *("broken_streams", "abandoned", "attempts", "failed_attempts", "request_fault_attempts"),
+    *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults"),
+    *("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
+    *("cost_usd", "unpriced_attempts", "wasted_usd", "fallback_premium_usd", "cache_loss_usd"),
+    "rewarm_usd",
+)
+_KEYS = "route, provider, model, target, feature"
+
+# Hour and day buckets: additive figures are sums of the minutes (so the three grains always
+# agree to the cent); percentiles cannot be summed and come from the attempts themselves.
+_COARSE = f"""
+WITH sums AS (
+    SELECT date_trunc('{{unit}}', bucket) AS bucket, {_KEYS},
+        {", ".join(f"sum({c}) AS {c}" for c in _ADDITIVE)}
+    FROM rollup_minute WHERE bucket >= $lo AND bucket < $hi
+    GROUP BY ALL
+),
+spread AS (
+    SELECT date_trunc('{{unit}}', started_at) AS bucket, route, provider, model, target,
+        coalesce(feature, '') AS feature,
+        quantile_cont(latency_ms, 0.5) AS latency_p50_ms,
+        quantile_cont(latency_ms, 0.95) AS latency_p95_ms,
+        quantile_cont(latency_ms, 0.99) AS latency_p99_ms,
+        quantile_cont(ttft_ms, 0.5) FILTER (outcome = 'success') AS ttft_p50_ms,
+        quantile_cont(ttft_ms, 0.95) FILTER (outcome = 'success') AS ttft_p95_ms
+    FROM attempts WHERE started_at >= $lo AND started_at < $hi
+    GROUP BY ALL
+)
+SELECT * FROM sums LEFT JOIN spread USING (bucket, {_KEYS})
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshResult:
+    grain: Grain
+    lo: datetime
+    hi: datetime
+    rows: int
+
+
+def bucket_start(at: datetime, grain: Grain) -> datetime:
+    if grain == "minute":
+        return at.replace(second=0, microsecond=0)
+    if grain == "hour":
+        return at.replace(minute=0, second=0, microsecond=0)
+    return at.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def bucket_end(at: datetime, grain: Grain) -> datetime:
+    """The end of the bucket holding `at` (exclusive)."""
+    step = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+    return bucket_start(at, grain) + step[grain]
+
+
+def refresh(
+    con: duckdb.DuckDBPyConnection,
+    grain: Grain,
+    since: datetime,
+    until: datetime,
+    prices: PriceLookup,
+) -> RefreshResult:
+    """Recompute every `grain` bucket that holds a moment in [since, until]. Refresh minutes
+    before the hours and days that contain them: those are built from the minutes."""
+    lo, hi = bucket_start(since, grain), bucket_end(until, grain)
+    bounds = {"lo": lo, "hi": hi}
+    table = TABLES[grain]
+    if grain == "minute":
+        _load_prices(con, lo, hi, prices)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if grain == "minute":
+            con.execute(_UPDATE_PRIMARIES, bounds)
+            con.execute(_ADD_BASELINES, bounds)
+            query = _MINUTES
+        else:
+            query = _COARSE.format(unit=grain)
+        con.execute(f"DELETE FROM {table} WHERE bucket >= $lo AND bucket < $hi", bounds)
+        con.execute(f"INSERT INTO {table} BY NAME {query}", bounds)
+        (rows,) = con.execute(
+            f"SELECT count(*) FROM {table} WHERE bucket >= $lo AND bucket < $hi", bounds
+        ).fetchone()
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return RefreshResult(grain, lo, hi, rows)
+
+
+def _load_prices(
+    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, prices: PriceLookup
+) -> None:
+    """Per-token prices of every model attempted in the range, from engine.pricing, as a
+    temporary table the rollup query joins (prices never live in SQL as literals)."""
+    models = con.execute(
+        "SELECT DISTINCT provider_kind, model FROM attempts "
+        "WHERE started_at >= $lo::TIMESTAMPTZ - INTERVAL 1 DAY AND started_at < $hi",
+        {"lo": lo, "hi": hi},
+    ).fetchall()
+    rows = []
+    for kind, model in models:
+        unit = prices(kind, model)
+        if unit is not None:
+            rows.append(
+                {
+                    "provider_kind": kind,
+                    "model": model,
+                    "p_input": unit.input,
+                    "p_output": unit.output,
+                    "p_cache_read": unit.cache_read,
+                    "p_cache_write": unit.cache_write,
+                }
+            )
+    con.register("price_rows", pa.Table.from_pylist(rows, schema=_PRICES_SCHEMA))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE prices AS SELECT * FROM price_rows")
+    finally:
+        con.unregister("price_rows")
