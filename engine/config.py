@@ -13,18 +13,20 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
 from engine.policy import POLICY_KEYS, Policy
+from engine.pricing import GENAI_PRICES_SOURCE, PriceOverride, known_price_provider
 
 PROVIDER_KINDS = ("anthropic", "openai")
 DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
 }
-_TOP_LEVEL = ("providers", "routes", "policy")
+_TOP_LEVEL = ("providers", "routes", "policy", "prices")
 _PROVIDER_KEYS = (
     "kind",
     "base_url",
@@ -33,7 +35,9 @@ _PROVIDER_KEYS = (
     "headers",
     "default_max_tokens",
     "connect_timeout_s",
+    "price_provider",
 )
+_PRICE_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "source")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,9 @@ class ProviderConfig:
     # None: the adapter's own default (Anthropic requires a value; OpenAI servers need none).
     default_max_tokens: int | None = None
     connect_timeout_s: float = 5.0
+    # The genai-prices provider whose prices this server charges, when not its kind's: an
+    # OpenAI-compatible server may be "groq", "together", "deepseek", "openrouter"...
+    price_provider: str | None = None
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key from the environment; ConfigError when the named variable is unset."""
@@ -84,6 +91,8 @@ class Config:
     providers: Mapping[str, ProviderConfig]
     routes: Mapping[str, RouteConfig]
     policy: Policy
+    # [prices."provider/model"] or [prices."model"]: overrides that win over genai-prices.
+    prices: Mapping[str, PriceOverride] = field(default_factory=dict)
     source: str = "switchover.toml"
 
 
@@ -117,7 +126,11 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
         name: _route(name, table, providers, policy, fail)
         for name, table in _table(data.get("routes", {}), "routes", fail).items()
     }
-    return Config(providers=providers, routes=routes, policy=policy, source=source)
+    prices = {
+        name: _price(name, table, fail)
+        for name, table in _table(data.get("prices", {}), "prices", fail).items()
+    }
+    return Config(providers=providers, routes=routes, policy=policy, prices=prices, source=source)
 
 
 def parse_target(text: str) -> TargetConfig:
@@ -161,6 +174,15 @@ def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
         or not 0 < connect_timeout_s <= 600
     ):
         raise fail(f"{where}.connect_timeout_s", "must be a number of seconds in (0, 600]")
+    price_provider = table.get("price_provider")
+    if price_provider is not None and (
+        not isinstance(price_provider, str) or not known_price_provider(price_provider)
+    ):
+        raise fail(
+            f"{where}.price_provider",
+            f"{GENAI_PRICES_SOURCE} has no provider {price_provider!r} "
+            "(its ids are like groq, together, deepseek, openrouter)",
+        )
     return ProviderConfig(
         name,
         kind,
@@ -170,7 +192,43 @@ def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
         dict(headers),
         max_tokens,
         float(connect_timeout_s),
+        price_provider,
     )
+
+
+def _price(name: str, table: Any, fail: Any) -> PriceOverride:
+    where = f'prices."{name}"'
+    table = _table(table, where, fail)
+    _no_unknown(table, _PRICE_KEYS, where, fail)
+    prices: dict[str, Decimal] = {}
+    for key in _PRICE_KEYS[:4]:
+        if key not in table:
+            if key in ("input_mtok", "output_mtok"):
+                raise fail(f"{where}.{key}", "missing: give the price in USD per million tokens")
+            continue
+        value = _usd(table[key])
+        if value is None:
+            raise fail(
+                f"{where}.{key}",
+                f"must be a non-negative number of USD per million tokens (got {table[key]!r})",
+            )
+        prices[key] = value
+    source = table.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise fail(f"{where}.source", "say where this price comes from")
+    return PriceOverride(**prices, source=source.strip())
+
+
+def _usd(value: Any) -> Decimal | None:
+    """A TOML number or a decimal string as an exact Decimal: 0.075 stays 0.075 (the float's
+    shortest repr, not its binary expansion); None when it is not a non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        amount = Decimal(repr(value) if isinstance(value, float) else value)
+    except InvalidOperation:
+        return None
+    return amount if amount.is_finite() and amount >= 0 else None
 
 
 def _route(

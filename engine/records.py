@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +20,9 @@ from engine.types import Attempt
 # Money is DECIMAL(18,9) everywhere: nine decimals hold a single cached token of the cheapest
 # model, eighteen digits hold a billion dollars.
 COST_TYPE = pa.decimal128(18, 9)
+# A few prices (fractions of a nano-dollar per token) make exact costs longer than 9 decimals;
+# they are rounded half-even to the column's scale, never rejected.
+_NANO_DOLLAR = Decimal("1e-9")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ def to_row(attempt: Attempt, cost: Decimal | None, price_source: str | None) -> 
         "cache_read_tokens": attempt.cache_read_tokens,
         "cache_write_tokens": attempt.cache_write_tokens,
         "tokens_estimated": attempt.tokens_estimated,
-        "cost_usd": cost,
+        "cost_usd": None if cost is None else cost.quantize(_NANO_DOLLAR, ROUND_HALF_EVEN),
         "price_source": price_source,
         "feature": attempt.feature,
         "pii_masked": attempt.pii_masked,

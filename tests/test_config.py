@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import tomllib
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from engine.config import load_config, parse_config
 from engine.errors import ConfigError
+from engine.pricing import GENAI_PRICES_SOURCE
 
 ISSUE_EXAMPLE = """
 [providers.claude]
@@ -122,7 +124,45 @@ def _broken(mutate) -> str:
             lambda d: d["routes"]["support"].update(budget_s=True),
             "routes.support.budget_s: must be a number",
         ),
-        (lambda d: d.update(prices=[]), "prices: unknown section"),
+        (lambda d: d.update(pricing={}), "pricing: unknown section"),
+        (lambda d: d.update(prices=[]), "prices: must be a table"),
+        (
+            lambda d: d.update(prices={"local/llama-3": {"input_mtok": 0.1, "output_mtok": 0.2}}),
+            'prices."local/llama-3".source: say where this price comes from',
+        ),
+        (
+            lambda d: d.update(
+                prices={"llama-3": {"input_mtok": 0.1, "output_mtok": 0.2, "source": "  "}}
+            ),
+            'prices."llama-3".source: say where this price comes from',
+        ),
+        (
+            lambda d: d.update(prices={"llama-3": {"output_mtok": 0.2, "source": "GPU bill"}}),
+            'prices."llama-3".input_mtok: missing: give the price in USD per million tokens',
+        ),
+        (
+            lambda d: d.update(
+                prices={"llama-3": {"input_mtok": -1, "output_mtok": 0.2, "source": "GPU bill"}}
+            ),
+            'prices."llama-3".input_mtok: must be a non-negative number of USD per million tokens',
+        ),
+        (
+            lambda d: d.update(
+                prices={"llama-3": {"input_mtok": 1, "output_mtok": "cheap", "source": "x"}}
+            ),
+            'prices."llama-3".output_mtok: must be a non-negative number of USD per million '
+            "tokens (got 'cheap')",
+        ),
+        (
+            lambda d: d.update(
+                prices={"llama-3": {"input_mtok": 1, "output_mtok": 1, "source": "x", "cache": 1}}
+            ),
+            'prices."llama-3".cache: unknown key',
+        ),
+        (
+            lambda d: d["providers"]["gpt"].update(price_provider="grq"),
+            f"providers.gpt.price_provider: {GENAI_PRICES_SOURCE} has no provider 'grq'",
+        ),
         (lambda d: d.update(providers={}), "providers: define at least one provider"),
     ],
 )
@@ -149,3 +189,39 @@ def test_invalid_toml_and_missing_files_fail_in_one_line(tmp_path: Path):
     bad.write_text("[routes.support\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+def test_prices_load_as_exact_decimals_with_their_source():
+    data = tomllib.loads(
+        ISSUE_EXAMPLE
+        + """
+[prices."claude/claude-haiku-4-5"]   # a negotiated rate for this provider only
+input_mtok = 0.8
+output_mtok = 4
+cache_read_mtok = "0.08"
+source = "Acme contract, January 2026"
+
+[prices."meta-llama/Llama-3.1-8B"]   # a bare model name: any provider serving it
+input_mtok = 0.1
+output_mtok = 0.1
+source = "our GPU cost per token, measured 2026-01"
+"""
+    )
+    prices = parse_config(data).prices
+    contract = prices["claude/claude-haiku-4-5"]
+    assert (contract.input_mtok, contract.output_mtok) == (Decimal("0.8"), Decimal("4"))
+    assert contract.cache_read_mtok == Decimal("0.08")
+    assert contract.cache_write_mtok is None  # the Pricer bills cache writes at the input price
+    assert contract.source == "Acme contract, January 2026"
+    assert prices["meta-llama/Llama-3.1-8B"].input_mtok == Decimal(
+        "0.1"
+    )  # not 0.1000000000000000055
+
+
+def test_prices_are_optional_and_a_provider_may_name_its_price_provider():
+    data = tomllib.loads(ISSUE_EXAMPLE)
+    assert parse_config(data).prices == {}
+    assert parse_config(data).providers["gpt"].price_provider is None
+    data["providers"]["fast"] = {"kind": "openai", "base_url": "https://api.groq.com/openai/v1"}
+    data["providers"]["fast"]["price_provider"] = "groq"
+    assert parse_config(data).providers["fast"].price_provider == "groq"
