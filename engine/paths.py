@@ -1,0 +1,36 @@
+"""Where Switchover keeps its runtime files, under one data folder (default `data/`, or
+`SWITCHOVER_DATA_DIR`). Writers only ever touch `spool/`; the scheduler alone opens the
+database; readers only read `published/`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA_DIR_ENV = "SWITCHOVER_DATA_DIR"
+
+
+@dataclass(frozen=True, slots=True)
+class DataPaths:
+    root: Path
+
+    @classmethod
+    def default(cls) -> DataPaths:
+        return cls(Path(os.environ.get(DATA_DIR_ENV, "data")))
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "switchover.duckdb"
+
+    @property
+    def published(self) -> Path:
+        return self.root / "published"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"

@@ -1,0 +1,317 @@
+"""The recorder: the attempt hook that makes attempts durable without slowing or failing a request.
+
+    hook (any thread, O(1)) ──► deque ──► flusher thread: price, Arrow table, Parquet file
+                          spool_dir/.<name>.tmp ──fsync, os.replace──► spool_dir/<name>.parquet
+
+The scheduler ingests `*.parquet` files whose name does not start with "." and deletes them, so
+a file appears under its final name only once it is complete and fsynced. `<name>` is
+`{host}-{pid}-{process start ms}-{seq:08d}`: unique per process, ordered within it.
+
+It must never raise into the chain, do I/O or pricing on the caller's thread, or grow without
+bound. When the spool cannot be written (disk full, folder unwritable or gone), the attempts stay
+buffered and are retried every interval; beyond `max_buffered` the oldest are dropped and
+counted. Failures are logged at most once a minute and counted in `stats()`.
+
+Exit: `close()` stops the flusher and writes everything; it runs from `atexit` too. SIGINT
+already becomes KeyboardInterrupt, so atexit runs. For SIGTERM, when the process still has the
+default handler (which kills it without atexit) and the recorder is created on the main thread,
+a handler raising SystemExit(143) is installed so that atexit runs. An application's own handler
+is never replaced: uvicorn installs one and exits cleanly, so atexit runs there too. SIGKILL, a
+crash or power loss lose what is buffered (at most `flush_interval_s` of attempts).
+
+A Recorder belongs to the process that created it: after a fork, create a new one in the child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine import records
+from engine.clock import Clock, SystemClock
+from engine.types import Attempt
+
+__all__ = ["AttemptPricer", "Recorder", "RecorderStats"]
+
+log = logging.getLogger("switchover.recorder")
+
+WARN_EVERY_S = 60.0
+FILE_ROWS = 10_000  # at most this many rows per file (more when flush_rows is larger)
+# Process-wide, so that two recorders in one process never pick the same file name.
+_START_MS = time.time_ns() // 1_000_000
+_SEQ = itertools.count()
+_sigterm_installed = False
+
+
+class AttemptPricer(Protocol):
+    """What the recorder needs of engine.pricing.Pricer (any object with this method)."""
+
+    def price(self, attempt: Attempt) -> tuple[Decimal | None, str | None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecorderStats:
+    buffered: int  # recorded, not yet in a spool file (including a batch being written)
+    written: int  # rows in spool files
+    files: int
+    dropped: int  # oldest attempts discarded beyond max_buffered, or rows Arrow rejected
+    failed_flushes: int
+    last_error: str | None
+    last_flush_at: datetime | None  # UTC, the last successful write
+
+
+class Recorder:
+    def __init__(
+        self,
+        spool_dir: Path,
+        *,
+        pricer: AttemptPricer | None = None,
+        flush_interval_s: float = 1.0,
+        flush_rows: int = 1000,
+        max_buffered: int = 200_000,
+        fsync: bool = True,
+        clock: Clock | None = None,
+    ) -> None:
+        self.spool_dir = Path(spool_dir)
+        self.pricer = pricer
+        self.flush_interval_s = flush_interval_s
+        self.flush_rows = flush_rows
+        self.max_buffered = max_buffered
+        self.fsync = fsync
+        self.clock = clock or SystemClock()
+        self._file_rows = max(flush_rows, FILE_ROWS)
+        self._buffer: deque[Attempt] = deque()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        # Held by whoever writes (flusher or flush()), never by the hook.
+        self._write_lock = threading.Lock()
+        # Held only to drop and count (the hook, on overflow only, and the flusher), for µs.
+        self._drop_lock = threading.Lock()
+        self._in_flight = self._written = self._files = self._dropped = self._failed = 0
+        self._failing = False
+        self._closed = False
+        self._last_error: str | None = None
+        self._last_flush_at: datetime | None = None
+        self._warned_at: dict[str, float] = {}
+        # Convert and write once now: pyarrow imports pandas on first use, which registers a
+        # thread-exit hook, and that fails when the first write is the final one at exit.
+        pq.write_table(records.to_table([]), pa.BufferOutputStream())
+        # A thread, not an asyncio task: turning 1,000 attempts into rows and Arrow is a few ms
+        # of CPU that would stall every request on the loop, sync users have no loop at all,
+        # and a thread releases the GIL while pyarrow writes and fsyncs.
+        self._thread = threading.Thread(target=self._run, name="switchover-recorder", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+        _install_sigterm_handler()
+
+    def __call__(self, attempt: Attempt) -> None:
+        """The hook: an append and a length check, never I/O, never a raise."""
+        buffer = self._buffer
+        buffer.append(attempt)
+        size = len(buffer)
+        if size > self.max_buffered:
+            self._drop_oldest(wait=False)
+        if size >= self.flush_rows and not self._wake.is_set():
+            self._wake.set()
+
+    def stats(self) -> RecorderStats:
+        return RecorderStats(
+            buffered=len(self._buffer) + self._in_flight,
+            written=self._written,
+            files=self._files,
+            dropped=self._dropped,
+            failed_flushes=self._failed,
+            last_error=self._last_error,
+            last_flush_at=self._last_flush_at,
+        )
+
+    def flush(self) -> int:
+        """Write everything buffered now, on this thread; the number of rows written."""
+        with self._write_lock:
+            return self._drain(len(self._buffer))
+
+    def close(self) -> None:
+        """Stop the flusher and write everything buffered. Idempotent; also run at exit.
+        Attempts recorded after this wait for an explicit `flush()`."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+        self.flush()
+        if self._buffer:
+            log.error("%d attempts could not be spooled and are lost", len(self._buffer))
+
+    # --- the flusher thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            # After a failure, wait out the interval even when the buffer is full: the hook
+            # keeps setting the wake event, and a full disk must not become a busy loop.
+            (self._stop if self._failing else self._wake).wait(self.flush_interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                with self._write_lock:
+                    self._drain(len(self._buffer))
+            except Exception:  # the thread must survive any bug, or recording stops silently
+                log.exception("recorder flush failed unexpectedly")
+
+    def _drain(self, limit: int) -> int:
+        """Write up to `limit` buffered attempts in files of at most `_file_rows`; on failure
+        put the batch back at the front, oldest first, for the next cycle."""
+        taken = written = 0
+        while taken < limit and self._buffer:
+            batch = self._take(min(limit - taken, self._file_rows))
+            taken += len(batch)
+            self._in_flight = len(batch)
+            try:
+                written += self._write(batch)
+            except BaseException as error:  # SystemExit from SIGTERM too: keep the batch
+                self._buffer.extendleft(reversed(batch))
+                if not isinstance(error, Exception):
+                    raise
+                self._fail(error)
+                break
+            finally:
+                self._in_flight = 0
+        if written and self.fsync:  # the renames themselves survive a crash, one fsync a cycle
+            try:
+                _fsync_dir(self.spool_dir)
+            except OSError as error:
+                self._warn("write", "cannot fsync the spool folder %s: %r", self.spool_dir, error)
+        self._drop_oldest()
+        return written
+
+    def _take(self, n: int) -> list[Attempt]:
+        batch: list[Attempt] = []
+        with contextlib.suppress(IndexError):  # the hook's overflow drop emptied it under us
+            for _ in range(n):
+                batch.append(self._buffer.popleft())
+        return batch
+
+    def _write(self, batch: list[Attempt]) -> int:
+        table = self._table(batch)
+        if not table.num_rows:
+            return 0
+        name = f"{records.HOST}-{os.getpid()}-{_START_MS}-{next(_SEQ):08d}"
+        tmp = self.spool_dir / f".{name}.tmp"
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(tmp, "wb") as file:
+                pq.write_table(table, file)
+                if self.fsync:  # else a crash could leave a renamed but empty file
+                    file.flush()
+                    os.fsync(file.fileno())
+            os.replace(tmp, self.spool_dir / f"{name}.parquet")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        self._written += table.num_rows
+        self._files += 1
+        self._failing = False
+        self._last_flush_at = self.clock.wall()
+        return table.num_rows
+
+    def _table(self, batch: list[Attempt]) -> pa.Table:
+        try:
+            return records.to_table([records.to_row(a, *self._price(a)) for a in batch])
+        except Exception:
+            # One record that cannot become a row (a value beyond its column's range, not an
+            # Attempt at all) would block the spool forever: drop it, count it, keep the rest.
+            rows = []
+            for attempt in batch:
+                try:
+                    row = records.to_row(attempt, *self._price(attempt))
+                    records.to_table([row])
+                except Exception:
+                    continue
+                rows.append(row)
+            with self._drop_lock:
+                self._dropped += len(batch) - len(rows)
+            self._warn("rows", "dropped %d records that are not valid rows", len(batch) - len(rows))
+            return records.to_table(rows)
+
+    def _price(self, attempt: Attempt) -> tuple[Decimal | None, str | None]:
+        if self.pricer is None:
+            return None, None
+        try:
+            return self.pricer.price(attempt)
+        except Exception as error:  # an unpriced attempt is still a fact worth keeping
+            self._warn("pricing", "pricing %s failed, cost left NULL: %r", attempt.model, error)
+            return None, None
+
+    def _fail(self, error: Exception) -> None:
+        self._failed += 1
+        self._failing = True
+        self._last_error = f"{type(error).__name__}: {error}"
+        self._warn(
+            "write",
+            "cannot write the spool in %s (%s); %d attempts kept for retry, %d dropped so far",
+            self.spool_dir,
+            self._last_error,
+            len(self._buffer),
+            self._dropped,
+        )
+
+    def _drop_oldest(self, *, wait: bool = True) -> None:
+        # The hook never waits: whoever holds the lock is dropping down to the bound already
+        # (or counting rejected rows, after which the next call or cycle catches up).
+        if not self._drop_lock.acquire(blocking=wait):
+            return
+        try:
+            with contextlib.suppress(IndexError):  # the flusher took the rest meanwhile
+                while len(self._buffer) > self.max_buffered:
+                    self._buffer.popleft()
+                    self._dropped += 1
+        finally:
+            self._drop_lock.release()
+
+    def _warn(self, kind: str, message: str, *args: object) -> None:
+        now = self.clock.now()
+        last = self._warned_at.get(kind)
+        if last is None or now - last >= WARN_EVERY_S:
+            self._warned_at[kind] = now
+            log.warning(message, *args)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _install_sigterm_handler() -> None:
+    """SIGTERM's default kills the process without running atexit; make it SystemExit instead,
+    unless the application chose a handler of its own (or we cannot: not the main thread)."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    _sigterm_installed = True
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
