@@ -1,0 +1,135 @@
+"""The store's schema as an ordered list of numbered SQL steps, applied in one transaction at open.
+
+To change the schema, append a `Migration` with the next number; never edit one that has
+shipped, because databases in the field have already run it. Migration 1 spells its columns out
+instead of using `records.DUCKDB_COLUMNS`, so that it stays frozen when `records.COLUMNS` grows;
+`tests/store/test_migrations.py` fails until a new migration brings `attempts` back in line with
+the records schema.
+
+Decisions (measured on the 2-core dev machine; `python -m bench.store`):
+- No PRIMARY KEY on attempts (request_id, attempt_number). Exactly-once comes from the
+  `ingested_files` ledger, written in the same transaction as the rows. A key cost a quarter of
+  the INSERT's speed on 1,000-row files (528 k → 396 k rows/s), half on 100,000-row files
+  (1.28 M → 0.66 M), and tripled the file size (139 MB → 433 MB at 4 M rows).
+- No indexes. DuckDB's ART index helps only selective point lookups; the rollups scan time
+  windows, which the per-row-group min/max of `started_at` already prunes, because rows arrive
+  in roughly time order.
+- `batch_id` on every row names the ingest transaction that brought it, so that incremental
+  rollups can find the minutes touched by late rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str  # one or more statements separated by semicolons
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "attempts and the ingest ledger",
+        """
+        CREATE SEQUENCE ingest_batch_seq START 1;
+
+        CREATE TABLE attempts (
+            request_id VARCHAR NOT NULL,
+            attempt_number SMALLINT NOT NULL,
+            route VARCHAR NOT NULL,
+            target VARCHAR NOT NULL,
+            provider VARCHAR NOT NULL,
+            provider_kind VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            key_kind VARCHAR NOT NULL,
+            host VARCHAR NOT NULL,
+            process_id INTEGER NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            latency_ms DOUBLE NOT NULL,
+            ttft_ms DOUBLE,
+            streamed BOOLEAN NOT NULL,
+            outcome VARCHAR NOT NULL,
+            decision VARCHAR NOT NULL,
+            error_class VARCHAR,
+            fault_kind VARCHAR,
+            http_status SMALLINT,
+            error_type VARCHAR,
+            error_code VARCHAR,
+            error_message VARCHAR,
+            retry_after_s DOUBLE,
+            breaker_state VARCHAR NOT NULL,
+            served BOOLEAN NOT NULL,
+            fallback_depth SMALLINT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            cache_read_tokens BIGINT NOT NULL,
+            cache_write_tokens BIGINT NOT NULL,
+            tokens_estimated BOOLEAN NOT NULL,
+            cost_usd DECIMAL(18,9),
+            price_source VARCHAR,
+            feature VARCHAR,
+            pii_masked INTEGER NOT NULL,
+            provider_request_id VARCHAR,
+            batch_id BIGINT NOT NULL
+        );
+
+        CREATE TABLE ingested_files (
+            file_name VARCHAR PRIMARY KEY,
+            row_count BIGINT NOT NULL,
+            batch_id BIGINT NOT NULL,
+            ingested_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer Switchover than the one running."""
+
+
+def apply(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[int]:
+    """Run every migration the database has not seen, all in one transaction; return their
+    versions. A failure leaves the database as it was."""
+    applied_at = now or datetime.now(UTC)
+    con.begin()
+    try:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL)"
+        )
+        (current,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+        if current > LATEST:
+            raise SchemaTooNewError(
+                f"the database is at schema version {current}, newer than this code ({LATEST})"
+            )
+        done = []
+        for migration in MIGRATIONS:
+            if migration.version <= current:
+                continue
+            con.execute(migration.sql)
+            con.execute(
+                "INSERT INTO schema_version VALUES ($version, $name, $applied_at)",
+                {"version": migration.version, "name": migration.name, "applied_at": applied_at},
+            )
+            done.append(migration.version)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    return done
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    (version,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+    return version

@@ -1,0 +1,157 @@
+"""The read side: named queries with bound parameters over the published snapshots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engine.records import COLUMN_NAMES
+from engine.store import QUERIES, PublishedData, ingest_spool, publish_recent_attempts
+from engine.store.read import REQUIRED, SNAPSHOT_COLUMNS
+
+from .spool import T0, make_attempt, write_spool
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+SAMPLE = {"since": EPOCH}  # a value for each required parameter of any query
+
+
+def attempts():
+    s = timedelta(seconds=1)
+    return [
+        make_attempt(request_id="a", started_at=T0, route="support"),
+        make_attempt(request_id="b", started_at=T0 + 30 * s, route="it's", provider="gpt"),
+        make_attempt(request_id="c", started_at=T0 + 61 * s, outcome="error", served=False),
+        make_attempt(request_id="c", attempt_number=2, started_at=T0 + 62 * s, provider="gpt"),
+    ]
+
+
+@pytest.fixture
+def data(store, spool, published):
+    write_spool(spool, "one", attempts())
+    ingest_spool(store, spool)
+    publish_recent_attempts(store, published, T0 + timedelta(hours=1))
+    reader = PublishedData(published)
+    yield reader
+    reader.close()
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_every_snapshot_a_query_reads_has_columns_for_before_it_is_published(name):
+    assert set(QUERIES[name].reads) <= set(SNAPSHOT_COLUMNS)
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_every_query_reads_an_empty_frame_on_a_fresh_install(tmp_path, data, name):
+    """Nothing published yet (a fresh install, or the scheduler not started): no error, and
+    the columns the query has once there is data."""
+    required = {k: SAMPLE[k] for k, v in QUERIES[name].params.items() if v is REQUIRED}
+    empty = PublishedData(tmp_path / "nothing").query(name, **required)
+    assert empty.empty
+    assert list(empty.columns) == list(data.query(name, **required).columns)
+
+
+def test_an_unpublished_snapshot_has_the_types_of_a_published_one(tmp_path, data):
+    def types(reader: PublishedData) -> list[tuple[str, str]]:
+        return reader._con.execute(
+            "SELECT column_name, column_type FROM (DESCRIBE recent_attempts)"
+        ).fetchall()
+
+    assert types(PublishedData(tmp_path / "nothing")) == types(data)
+    assert [name for name, _ in types(data)] == list(COLUMN_NAMES)
+
+
+def test_a_route_name_with_a_quote_is_bound_as_a_value(data):
+    frame = data.query("recent_attempts", since=EPOCH, route="it's")
+    assert frame["request_id"].tolist() == ["b"]
+
+
+def ids(frame) -> list[tuple[str, int]]:
+    return list(zip(frame["request_id"], frame["attempt_number"], strict=True))
+
+
+def test_recent_attempts_filter_newest_first_and_limit(data):
+    assert ids(data.query("recent_attempts", since=EPOCH)) == [("c", 2), ("c", 1), ("b", 1),
+                                                              ("a", 1)]  # fmt: skip
+    assert ids(data.query("recent_attempts", since=EPOCH, limit=1)) == [("c", 2)]
+    assert ids(data.query("recent_attempts", since=EPOCH, provider="gpt")) == [("c", 2), ("b", 1)]
+    assert ids(data.query("recent_attempts", since=EPOCH, outcome="error")) == [("c", 1)]
+    window = data.query(
+        "recent_attempts", since=T0 + timedelta(seconds=1), until=T0 + timedelta(seconds=62)
+    )
+    assert ids(window) == [("c", 1), ("b", 1)]
+
+
+def test_attempt_counts_by_minute(data):
+    frame = data.query("attempt_counts_by_minute", since=EPOCH)
+    rows = [(m.to_pydatetime(), p, o, n) for m, p, o, n in frame.itertuples(index=False)]
+    minute = timedelta(minutes=1)
+    assert rows == [
+        (T0, "claude", "success", 1),
+        (T0, "gpt", "success", 1),
+        (T0 + minute, "claude", "error", 1),
+        (T0 + minute, "gpt", "success", 1),
+    ]
+
+
+def test_wrong_names_and_parameters_are_refused(data):
+    with pytest.raises(KeyError, match="no query named"):
+        data.query("drop_everything")
+    with pytest.raises(TypeError, match="unknown parameters"):
+        data.query("recent_attempts", since=EPOCH, sql="1=1")
+    with pytest.raises(TypeError, match="missing parameters"):
+        data.query("recent_attempts")
+    assert data.names() == sorted(QUERIES)
+
+
+def test_a_new_snapshot_is_seen_by_an_existing_reader(store, spool, published, tmp_path):
+    reader = PublishedData(published)
+    assert reader.query("recent_attempts", since=EPOCH).empty
+    assert reader.snapshots() == {}
+    write_spool(spool, "one", attempts())
+    ingest_spool(store, spool)
+    publish_recent_attempts(store, published, T0 + timedelta(hours=1))
+    assert len(reader.query("recent_attempts", since=EPOCH)) == 4
+    assert reader.snapshots()["recent_attempts"].rows == 4
+
+
+def test_a_cleared_published_directory_reads_as_empty_again(data, published):
+    shutil.rmtree(published)
+    assert data.query("recent_attempts", since=EPOCH).empty
+
+
+def test_concurrent_queries_from_many_threads(data, store, published):
+    """Streamlit runs each session in its own thread; they share one PublishedData."""
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(20):
+                assert len(data.query("recent_attempts", since=EPOCH)) == 4
+                assert data.query("attempt_counts_by_minute", since=EPOCH)["attempts"].sum() == 4
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for _ in range(10):
+        publish_recent_attempts(store, published, T0 + timedelta(hours=1))
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_queries_leave_no_file_open(data):
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        data.query("recent_attempts", since=EPOCH)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_reader_never_touches_the_database_file(data):
+    databases = data._con.execute("SELECT database_name, path FROM duckdb_databases()").fetchall()
+    assert all(path is None for _, path in databases)
