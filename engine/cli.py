@@ -119,6 +119,42 @@ def fake_providers(
     serve_forever(host, port)  # until Ctrl-C
 
 
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", help="Runtime data folder (default: $SWITCHOVER_DATA_DIR or data/)."
+    ),
+]
+
+
+@app.command()
+def scheduler(
+    data_dir: DataDirOption = None,
+    config: ConfigOption = Path("switchover.toml"),
+    cycle_s: Annotated[float, typer.Option(help="Seconds between ingest cycles.")] = 5.0,
+) -> None:
+    """Ingest the spool, compute rollups and publish snapshots; the only process that opens
+    the DuckDB file. Price overrides come from the config's [prices], when the file exists."""
+    from engine.paths import DataPaths
+    from engine.pricing import Pricer
+    from engine.scheduler import run_scheduler
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    pricer = Pricer()
+    if config.exists():
+        from engine.config import load_config
+
+        try:
+            pricer = Pricer.from_config(load_config(config))
+        except ConfigError as exc:
+            raise _fail(str(exc)) from None
+    paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    try:
+        run_scheduler(paths, pricer, cycle_s=cycle_s)
+    except RuntimeError as exc:  # another scheduler holds the database
+        raise _fail(str(exc)) from None
+
+
 @app.command()
 def up(
     config: ConfigOption = Path("switchover.toml"),

@@ -25,6 +25,9 @@ from datetime import UTC, datetime
 
 import duckdb
 
+from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
+from engine.store.rollups import TABLES as ROLLUP_TABLES
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -87,6 +90,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             ingested_at TIMESTAMPTZ NOT NULL
         );
         """,
+    ),
+    Migration(
+        2,
+        "rollups per minute, hour and day",
+        # Built from rollups.ROLLUP_COLUMNS and HELPER_TABLES: those are frozen by this
+        # migration, and a change to them needs a migration of its own.
+        ";\n".join(f"CREATE TABLE {table} ({ROLLUP_COLUMNS})" for table in ROLLUP_TABLES.values())
+        + ";\n"
+        + HELPER_TABLES,
     ),
 )
 

@@ -33,10 +33,15 @@ import pandas as pd
 from engine.records import DUCKDB_COLUMNS
 from engine.store.db import sql_string
 from engine.store.publish import RECENT_ATTEMPTS, Snapshot, read_manifest
+from engine.store.rollups import ROLLUP_COLUMNS
+from engine.store.rollups import TABLES as ROLLUP_TABLES
 
 # The columns of each snapshot, as DuckDB DDL, for the empty stand-in before it exists.
 SNAPSHOT_COLUMNS: dict[str, str] = {
     RECENT_ATTEMPTS: DUCKDB_COLUMNS.replace(" NOT NULL", ""),
+    **{table: ROLLUP_COLUMNS.replace(" NOT NULL", "") for table in ROLLUP_TABLES.values()},
+    "route_primaries": "route VARCHAR, target VARCHAR, provider_kind VARCHAR, model VARCHAR, "
+    "last_seen TIMESTAMPTZ",
 }
 
 REQUIRED = object()  # a parameter with no default
@@ -95,6 +100,24 @@ QUERIES: dict[str, Query] = {
         """,
         (RECENT_ATTEMPTS,),
         {"since": REQUIRED, "until": None},
+    ),
+    **{
+        f"{grain}_rollups": Query(
+            f"""
+            SELECT * FROM {table}
+            WHERE bucket >= $since AND ($until IS NULL OR bucket < $until)
+              AND ($route IS NULL OR route = $route)
+              AND ($provider IS NULL OR provider = $provider)
+              AND ($feature IS NULL OR feature = $feature)
+            ORDER BY bucket, route, provider, model, feature
+            """,
+            (table,),
+            {"since": REQUIRED, "until": None, "route": None, "provider": None, "feature": None},
+        )
+        for grain, table in ROLLUP_TABLES.items()
+    },
+    "route_primaries": Query(
+        "SELECT * FROM route_primaries ORDER BY route", ("route_primaries",), {}
     ),
 }
 

@@ -7,7 +7,9 @@ request's first attempt and attributed to the attempt that decided it (the one t
 else the last); attempt-level figures (latency, tokens, cost, faults) to each attempt's own
 bucket and target. Money stays DECIMAL(18,9) from the attempt's cost to the rollup.
 
-Runs inside the scheduler only: it writes to the DuckDB file.
+Runs inside the scheduler only: it writes to the DuckDB file, whose connection works in UTC, so
+`time_bucket` (three times faster than `date_trunc` on TIMESTAMPTZ) cuts UTC minutes, hours
+and days.
 """
 
 from __future__ import annotations
@@ -58,14 +60,15 @@ _PRICES_SCHEMA = pa.schema(
 # Minute buckets [$lo, $hi), from the attempts; the ground truth for every additive figure.
 _MINUTES = """
 WITH win AS (
-    SELECT *, date_trunc('minute', started_at) AS bucket, coalesce(feature, '') AS feat
+    SELECT *, time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket,
+        coalesce(feature, '') AS feat
     FROM attempts
     WHERE started_at >= $lo::TIMESTAMPTZ - INTERVAL 5 MINUTE
       AND started_at < $hi::TIMESTAMPTZ + INTERVAL 5 MINUTE
 ),
 req AS (  -- one row a request, at the attempt that decided it
     SELECT
-        date_trunc('minute', min(started_at)) AS bucket,
+        time_bucket(INTERVAL 1 MINUTE, min(started_at)) AS bucket,
         arg_max(route, served::INT * 100000 + attempt_number) AS route,
         arg_max(provider, served::INT * 100000 + attempt_number) AS provider,
         arg_max(model, served::INT * 100000 + attempt_number) AS model,
@@ -97,7 +100,7 @@ route_share AS (  -- per route and minute: did backups serve more than the prima
         coalesce(sum(by_backup) OVER recent, 0) > coalesce(sum(by_primary) OVER recent, 0)
             AS rewarming
     FROM (
-        SELECT route, date_trunc('minute', started_at) AS minute,
+        SELECT route, time_bucket(INTERVAL 1 MINUTE, started_at) AS minute,
             count(*) FILTER (fallback_depth = 0) AS by_primary,
             count(*) FILTER (fallback_depth > 0) AS by_backup
         FROM win WHERE served AND outcome = 'success'
@@ -114,10 +117,11 @@ priced AS (  -- attempt rows with what the primary would have charged for the sa
         coalesce(rs.rewarming, false) AS rewarming
     FROM win w
     LEFT JOIN route_primaries pr ON pr.route = w.route
-    LEFT JOIN baselines bl ON bl.route = w.route AND bl.hour = date_trunc('hour', w.started_at)
+    LEFT JOIN baselines bl
+        ON bl.route = w.route AND bl.hour = time_bucket(INTERVAL 1 HOUR, w.started_at)
     LEFT JOIN prices px ON px.provider_kind = pr.provider_kind AND px.model = pr.model
     LEFT JOIN route_share rs
-        ON rs.route = w.route AND rs.minute = date_trunc('minute', w.started_at)
+        ON rs.route = w.route AND rs.minute = time_bucket(INTERVAL 1 MINUTE, w.started_at)
 ),
 att_rollup AS (
     SELECT a.bucket, a.route, a.provider, a.model, a.target, a.feat,
@@ -227,7 +231,7 @@ SELECT h.route, h.hour,
     coalesce(sum(b.cache_read_tokens) / nullif(sum(b.input_tokens + b.cache_read_tokens
         + b.cache_write_tokens), 0), 0)
 FROM (
-    SELECT DISTINCT route, date_trunc('hour', started_at) AS hour FROM attempts
+    SELECT DISTINCT route, time_bucket(INTERVAL 1 HOUR, started_at) AS hour FROM attempts
     WHERE started_at >= $lo AND started_at < $hi
 ) h
 JOIN route_primaries p ON p.route = h.route
@@ -252,13 +256,13 @@ _KEYS = "route, provider, model, target, feature"
 # agree to the cent); percentiles cannot be summed and come from the attempts themselves.
 _COARSE = f"""
 WITH sums AS (
-    SELECT date_trunc('{{unit}}', bucket) AS bucket, {_KEYS},
+    SELECT time_bucket(INTERVAL 1 {{unit}}, bucket) AS bucket, {_KEYS},
         {", ".join(f"sum({c}) AS {c}" for c in _ADDITIVE)}
     FROM rollup_minute WHERE bucket >= $lo AND bucket < $hi
     GROUP BY ALL
 ),
 spread AS (
-    SELECT date_trunc('{{unit}}', started_at) AS bucket, route, provider, model, target,
+    SELECT time_bucket(INTERVAL 1 {{unit}}, started_at) AS bucket, route, provider, model, target,
         coalesce(feature, '') AS feature,
         quantile_cont(latency_ms, 0.5) AS latency_p50_ms,
         quantile_cont(latency_ms, 0.95) AS latency_p95_ms,

@@ -1,0 +1,154 @@
+"""`switchover scheduler`: the one process that owns `data/switchover.duckdb`.
+
+Every few seconds one cycle runs: ingest the spool files (exactly once), refresh the minute and
+hour rollups that the new attempts touch, and publish read-only Parquet snapshots for the
+dashboard and reports. Every quarter of an hour the day rollups catch up. Jobs run one at a
+time on a single worker thread: they share one DuckDB connection, which is not meant for
+concurrent use, and a slow cycle is simply coalesced with the next.
+
+Nothing else may open the database file; everything else reads `data/published/`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from engine.paths import DataPaths
+from engine.pricing import Pricer
+from engine.store import publish as publishing
+from engine.store.db import open_store
+from engine.store.ingest import ingest_spool, prune_ledger
+from engine.store.rollups import refresh
+
+log = logging.getLogger("switchover.scheduler")
+
+CYCLE_S = 5.0
+DAY_ROLLUP_EVERY_S = 900.0
+# Minutes are re-read this far back every cycle even without late files: a request's later
+# attempts (retries, a long stream) can arrive in the next spool file.
+MINUTE_LOOKBACK = timedelta(minutes=2)
+RECENT_ATTEMPTS_HOURS = 24
+
+# What the dashboard and reports read, republished every cycle: (name, SQL, bound parameters).
+_SNAPSHOTS: tuple[tuple[str, str], ...] = (
+    ("rollup_minute", "SELECT * FROM rollup_minute WHERE bucket >= $now - INTERVAL 1 DAY"),
+    ("rollup_hour", "SELECT * FROM rollup_hour WHERE bucket >= $now - INTERVAL 35 DAY"),
+    ("rollup_day", "SELECT * FROM rollup_day"),
+    ("route_primaries", "SELECT * FROM route_primaries"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    files: int
+    rows: int
+    refreshed_from: datetime | None
+    seconds: float
+
+
+class Pipeline:
+    """Ingest → rollups → publish, on one connection to the database."""
+
+    def __init__(
+        self,
+        paths: DataPaths,
+        pricer: Pricer | None = None,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.paths = paths
+        self.pricer = pricer or Pricer()
+        self.now = now
+        self.con = open_store(paths.database)
+        paths.spool.mkdir(parents=True, exist_ok=True)
+        paths.published.mkdir(parents=True, exist_ok=True)
+        self._day_refreshed_until: datetime | None = None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def cycle(self) -> CycleReport:
+        started = self.now()
+        files = rows = 0
+        oldest: datetime | None = None
+        while True:  # drain: a backlog (the scheduler was down) is ingested in one cycle
+            ingested = ingest_spool(self.con, self.paths.spool)
+            files, rows = files + ingested.files, rows + ingested.rows
+            if ingested.oldest is not None and (oldest is None or ingested.oldest < oldest):
+                oldest = ingested.oldest
+            if not ingested.more:
+                break
+        since = started - MINUTE_LOOKBACK
+        if oldest is not None and oldest < since:
+            since = oldest  # a late file (a writer that was offline): recompute back to it
+        for grain in ("minute", "hour"):
+            refresh(self.con, grain, since, started, self._prices)
+        if oldest is not None and oldest < started - timedelta(hours=1):
+            self._day_refreshed_until = None  # late data: the day rollups catch up as well
+        self.publish(started)
+        report = CycleReport(files, rows, since, (self.now() - started).total_seconds())
+        if rows:
+            log.info("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
+        return report
+
+    def day_rollups(self) -> None:
+        """Days are sums of minutes: refresh them after the minutes, from where the last run
+        stopped (everything, the first time), and trim the ingest ledger."""
+        now = self.now()
+        since = self._day_refreshed_until or self._oldest_attempt() or now
+        refresh(self.con, "day", min(since, now), now, self._prices)
+        self._day_refreshed_until = now - timedelta(hours=1)
+        prune_ledger(self.con, self.paths.spool, now=now)
+
+    def publish(self, now: datetime) -> None:
+        publishing.publish_recent_attempts(
+            self.con, self.paths.published, now, hours=RECENT_ATTEMPTS_HOURS
+        )
+        for name, sql in _SNAPSHOTS:
+            params = {"now": now} if "$now" in sql else None
+            publishing.publish(self.con, self.paths.published, name, sql, params)
+
+    def _prices(self, provider_kind: str, model: str) -> Any:
+        return self.pricer.unit_prices(provider_kind, model, self.now())
+
+    def _oldest_attempt(self) -> datetime | None:
+        (oldest,) = self.con.execute("SELECT min(started_at) FROM attempts").fetchone()
+        return oldest
+
+
+def run_scheduler(
+    paths: DataPaths, pricer: Pricer | None = None, *, cycle_s: float = CYCLE_S
+) -> None:
+    """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed."""
+    pipeline = Pipeline(paths, pricer)
+    scheduler = BlockingScheduler(
+        executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone=UTC
+    )
+    jobs = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 60}
+    scheduler.add_job(pipeline.cycle, "interval", seconds=cycle_s, id="cycle",
+                      next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    scheduler.add_job(pipeline.day_rollups, "interval", seconds=DAY_ROLLUP_EVERY_S, id="days",
+                      next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+
+    def stop(signum: int, frame: object) -> None:
+        log.info("stopping the scheduler (signal %d)", signum)
+        scheduler.shutdown(wait=False)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)
+    try:
+        scheduler.start()  # blocks until shutdown
+    finally:
+        try:
+            pipeline.cycle()  # what the writers flushed while we were stopping
+        finally:
+            pipeline.close()

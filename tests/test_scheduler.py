@@ -1,0 +1,102 @@
+"""The telemetry spine in one process: chain → recorder → spool → pipeline → published → reads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engine.chain import Chain, Target
+from engine.clock import VirtualClock
+from engine.paths import DataPaths
+from engine.policy import Policy
+from engine.pricing import Pricer
+from engine.providers.anthropic import AnthropicProvider
+from engine.providers.openai import OpenAIProvider
+from engine.recorder import Recorder
+from engine.scheduler import Pipeline
+from engine.store.read import PublishedData
+from engine.types import Message, Request
+from simulations.fakes import FakeTransport
+
+
+@pytest.fixture
+def paths(tmp_path) -> DataPaths:
+    return DataPaths(tmp_path / "data")
+
+
+def _traffic(paths: DataPaths, requests: int, primary_fault: str | None) -> Recorder:
+    """Real chains on the in-process fake; every attempt goes through a real Recorder."""
+    clock = VirtualClock(wall_start=datetime.now(UTC) - timedelta(seconds=30))
+    transport = FakeTransport(clock=clock)
+    if primary_fault:
+        transport.script("claude-sonnet-4-5", [primary_fault] * (2 * requests))
+    recorder = Recorder(paths.spool, pricer=Pricer(), flush_interval_s=60)
+
+    async def main() -> None:
+        chain = Chain(
+            "support",
+            [
+                Target(
+                    AnthropicProvider(
+                        "claude", api_key="k", base_url="http://f", transport=transport, clock=clock
+                    ),
+                    "claude-sonnet-4-5",
+                ),
+                Target(
+                    OpenAIProvider(
+                        "gpt", api_key="k", base_url="http://f/v1", transport=transport, clock=clock
+                    ),
+                    "gpt-4.1-mini",
+                ),
+            ],
+            policy=Policy(breaker_failures=1000, breaker_min_volume=100_000),
+            clock=clock,
+            hooks=[recorder],
+        )
+        for i in range(requests):
+            request = Request(messages=(Message.user(f"question {i}"),), feature="faq")
+            await chain.complete(request)
+
+    clock.run(main())
+    recorder.flush()
+    return recorder
+
+
+def test_attempts_reach_the_published_rollups_priced(paths: DataPaths):
+    _traffic(paths, 20, primary_fault="overloaded")
+    pipeline = Pipeline(paths)
+    try:
+        report = pipeline.cycle()
+    finally:
+        pipeline.close()
+    assert report.rows == 60  # each request: 529, retry 529, backup serves
+    assert list(paths.spool.glob("*.parquet")) == [], "ingested files are removed"
+
+    data = PublishedData(paths.published)
+    since = datetime.now(UTC) - timedelta(hours=1)
+    rollups = data.query("minute_rollups", since=since, route="support")
+    assert rollups["requests"].sum() == 20
+    assert rollups["answered_by_fallback"].sum() == 20
+    assert rollups["provider_faults"].sum() == 40
+    backup = rollups[rollups["target"] == "gpt/gpt-4.1-mini"]
+    assert backup["cost_usd"].sum() > 0, "gpt-4.1-mini is priced by genai-prices"
+    attempts = data.query("recent_attempts", since=since, limit=1000)
+    assert len(attempts) == 60 and attempts["price_source"].dropna().str.startswith("genai").all()
+
+
+def test_a_second_cycle_with_nothing_new_changes_nothing(paths: DataPaths):
+    _traffic(paths, 5, primary_fault=None)
+    pipeline = Pipeline(paths)
+    try:
+        pipeline.cycle()
+        first = pipeline.con.execute("SELECT sum(requests), sum(attempts) FROM rollup_minute")
+        first = first.fetchone()
+        assert pipeline.cycle().rows == 0
+        again = pipeline.con.execute("SELECT sum(requests), sum(attempts) FROM rollup_minute")
+        assert again.fetchone() == first == (5, 5)
+        pipeline.day_rollups()
+        (day,) = pipeline.con.execute("SELECT sum(requests) FROM rollup_day").fetchone()
+        assert day == 5
+    finally:
+        pipeline.close()
