@@ -140,6 +140,7 @@ def scheduler(
     from engine.scheduler import run_scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run is noise
     pricer = Pricer()
     if config.exists():
         from engine.config import load_config
@@ -167,8 +168,10 @@ def up(
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port of the demo's fake providers.")] = 8700,
+    data_dir: DataDirOption = None,
 ) -> None:
     """Start Switchover on this machine; Ctrl-C stops everything."""
+    from engine.paths import DataPaths
     from simulations.demo import run_demo, wants_demo
 
     if demo is None:
@@ -179,8 +182,9 @@ def up(
             "only the demo can run so far without a gateway: `switchover ask ROUTE PROMPT` "
             f"uses {config} directly"
         )
+    paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     try:
-        asyncio.run(run_demo(port=port))
+        asyncio.run(run_demo(port=port, paths=paths))
     except KeyboardInterrupt:
         typer.echo("stopped")
 

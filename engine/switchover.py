@@ -25,9 +25,12 @@ from engine.chain import Chain, EventHook, Target
 from engine.clock import Clock, SystemClock
 from engine.config import Config, ProviderConfig, load_config, parse_target
 from engine.errors import ConfigError
+from engine.paths import DataPaths
+from engine.pricing import Pricer
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import Provider
 from engine.providers.openai import OpenAIProvider
+from engine.recorder import Recorder
 from engine.types import Message, Request, Response, StreamEvent
 
 T = TypeVar("T")
@@ -68,10 +71,17 @@ class Switchover:
         hooks: Iterable[AttemptHook] = (),
         event_hooks: Iterable[EventHook] = (),
         environ: Mapping[str, str] | None = None,
+        record_to: DataPaths | None = None,
     ) -> None:
+        """`record_to`: spool every attempt (priced) under that data folder, for the
+        scheduler to ingest; None records nothing beyond the hooks given."""
         self.config = config
         self.clock = clock or SystemClock()
         self.hooks: list[AttemptHook] = list(hooks)
+        self.recorder: Recorder | None = None
+        if record_to is not None:
+            self.recorder = Recorder(record_to.spool, pricer=Pricer.from_config(config))
+            self.hooks.append(self.recorder)
         self.event_hooks: list[EventHook] = list(event_hooks)
         self.providers: dict[str, Provider] = {
             name: build_provider(pc, clock=self.clock, transport=transport, environ=environ)
@@ -139,6 +149,8 @@ class Switchover:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(p.aclose() for p in self.providers.values()))
+        if self.recorder is not None:
+            self.recorder.close()
 
     async def __aenter__(self) -> Switchover:
         return self

@@ -12,16 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import sys
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.breaker import BreakerState
 from engine.config import Config, load_config, parse_config
 from engine.errors import ChainError, ConfigError
+from engine.paths import DataPaths
+from engine.store.publish import RECENT_ATTEMPTS, read_manifest
 from engine.switchover import Switchover
 from engine.types import Attempt, MessageEnd, Response, StreamError, StreamStart
 from simulations.fakes import FakeProviders
@@ -92,12 +97,15 @@ async def run_demo(
     say: Say = print,
     incidents: tuple[Incident, ...] = INCIDENTS,
     report_every_s: float = 10.0,
+    paths: DataPaths | None = None,
 ) -> None:
+    """With `paths`, every attempt is spooled there and a scheduler process ingests it into
+    the database and publishes snapshots, as in production."""
     os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-secret")
     tally = Tally()
-    async with FakeProviders("127.0.0.1", port) as fake:
+    async with FakeProviders("127.0.0.1", port) as fake, _scheduler(paths, say):
         plan_incidents(fake, incidents)
-        sw = Switchover(demo_config(fake.port), hooks=[tally.record])
+        sw = Switchover(demo_config(fake.port), hooks=[tally.record], record_to=paths)
         say(f"fake providers on {fake.base_url} (control: {fake.base_url}/_fake/log)")
         say("incidents every 15 min: " + "; ".join(
             f"{model} {fault.split(':')[0]} at +{start:g}s for {duration:g}s"
@@ -105,7 +113,7 @@ async def run_demo(
         ))  # fmt: skip
         say("Ctrl-C stops the demo")
         async with sw:
-            reporter = asyncio.create_task(_report(sw, tally, say, report_every_s))
+            reporter = asyncio.create_task(_report(sw, tally, say, report_every_s, paths))
             try:
                 await _send_traffic(sw, tally, Traffic(seed), rate_per_s, say)
             finally:
@@ -167,7 +175,9 @@ async def _streamed(sw: Switchover, route: str, request) -> Response | MessageEn
     return last
 
 
-async def _report(sw: Switchover, tally: Tally, say: Say, every_s: float) -> None:
+async def _report(
+    sw: Switchover, tally: Tally, say: Say, every_s: float, paths: DataPaths | None
+) -> None:
     while True:
         await asyncio.sleep(every_s)
         breakers = await sw.breakers.snapshot_all()
@@ -178,7 +188,44 @@ async def _report(sw: Switchover, tally: Tally, say: Say, every_s: float) -> Non
             f"{_now()} ── {tally.requests} requests, {tally.by_fallback} served by a fallback "
             f"({share:.0%}), {tally.failed} failed"
             + (" │ " + "; ".join(unhealthy) if unhealthy else " │ all breakers closed")
+            + _telemetry_line(sw, paths)
         )
+
+
+def _telemetry_line(sw: Switchover, paths: DataPaths | None) -> str:
+    if sw.recorder is None or paths is None:
+        return ""
+    stats = sw.recorder.stats()
+    line = f" │ spooled {stats.written}"
+    if stats.dropped:
+        line += f" (dropped {stats.dropped})"
+    recent = read_manifest(paths.published).get(RECENT_ATTEMPTS)
+    if recent is not None:
+        age = (datetime.now(UTC) - recent.written_at).total_seconds()
+        line += f", published {age:.0f} s ago"
+    return line
+
+
+@contextlib.asynccontextmanager
+async def _scheduler(paths: DataPaths | None, say: Say) -> AsyncIterator[None]:
+    """The scheduler as its own process (it alone opens the database), stopped with SIGTERM
+    after the writers have flushed, so its last cycle ingests everything."""
+    if paths is None:
+        yield
+        return
+    command = [sys.executable, "-m", "engine.cli", "scheduler", "--data-dir", str(paths.root),
+               "--config", str(DEMO_CONFIG)]  # fmt: skip
+    process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL)
+    say(f"scheduler running (pid {process.pid}): {paths.database} → {paths.published}/")
+    try:
+        yield
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 30)
+        if process.returncode is None:
+            process.kill()
 
 
 def _breaker_line(key: str, state: BreakerState) -> str:

@@ -7,6 +7,9 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+import duckdb
+
+from engine.paths import DataPaths
 from simulations.demo import run_demo, wants_demo
 
 
@@ -42,3 +45,22 @@ def test_the_demo_runs_unless_a_config_with_keys_exists(tmp_path: Path, monkeypa
     assert demo is True and "SWITCHOVER_TEST_KEY is not set" in reason
     monkeypatch.setenv("SWITCHOVER_TEST_KEY", "k")
     assert wants_demo(config)[0] is False
+
+
+async def test_the_demo_records_every_attempt_through_the_scheduler(tmp_path: Path):
+    paths = DataPaths(tmp_path / "data")
+    demo = asyncio.create_task(
+        run_demo(port=0, rate_per_s=30, say=lambda line: None, paths=paths, report_every_s=60)
+    )
+    await asyncio.sleep(3)
+    demo.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await demo
+
+    con = duckdb.connect(str(paths.database), read_only=True)
+    attempts, priced = con.execute("SELECT count(*), count(cost_usd) FROM attempts").fetchone()
+    (requests,) = con.execute("SELECT sum(requests) FROM rollup_minute").fetchone()
+    assert attempts > 30 and priced == attempts, "every demo model has a genai-prices price"
+    assert requests > 0
+    assert (paths.published / "recent_attempts.parquet").exists()
+    assert list(paths.spool.glob("*.parquet")) == [], "the last cycle ingested everything"
