@@ -16,7 +16,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.providers.codec import MalformedAnswer, count, split_data_url
+from engine.providers.codec import (
+    RAW_ARGUMENTS_KEY,  # noqa: F401  (re-exported: it used to live here)
+    MalformedAnswer,
+    count,
+    split_data_url,
+    tool_input,
+)
 from engine.types import (
     Image,
     Message,
@@ -60,10 +66,6 @@ _STOP_REASONS: dict[str, StopReason] = {
     # same "answer cut short" as max_tokens.
     "model_context_window_exceeded": "max_tokens",
 }
-# Where a tool call's arguments were not valid JSON (an OpenAI-dialect server produced them),
-# Anthropic still needs an object. We keep the raw string under this key instead of guessing or
-# dropping it: the model sees exactly what it produced, and nothing is silently lost.
-RAW_ARGUMENTS_KEY = "_raw_arguments"
 
 
 # --- neutral → wire --------------------------------------------------------------------------
@@ -142,7 +144,7 @@ def _encode_part(part: Text | Image | ToolCall | ToolResult) -> dict[str, Any] |
             "type": "tool_use",
             "id": sanitize_tool_id(part.id),
             "name": part.name,
-            "input": _tool_input(part),
+            "input": tool_input(part),
         }
     block: dict[str, Any] = {
         "type": "tool_result",
@@ -174,14 +176,6 @@ def _encode_image(image: Image) -> dict[str, Any]:
     else:
         source = {"type": "url", "url": image.url}
     return {"type": "image", "source": source}
-
-
-def _tool_input(call: ToolCall) -> dict[str, Any]:
-    if call.arguments is not None:
-        return dict(call.arguments)
-    if call.raw_arguments is not None and call.raw_arguments.strip():
-        return {RAW_ARGUMENTS_KEY: call.raw_arguments}
-    return {}
 
 
 def _encode_tool(tool: Tool) -> dict[str, Any]:

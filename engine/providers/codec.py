@@ -22,7 +22,20 @@ from engine.types import (
     UsageUpdate,
 )
 
-__all__ = ["MalformedAnswer", "arguments_text", "count", "response_events", "split_data_url"]
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "MalformedAnswer",
+    "arguments_text",
+    "count",
+    "response_events",
+    "split_data_url",
+    "tool_input",
+]
+
+# Where a tool call's arguments were not valid JSON (an OpenAI-dialect server produced them),
+# Anthropic still needs an object. We keep the raw string under this key instead of guessing or
+# dropping it: the model sees exactly what it produced, and nothing is silently lost.
+RAW_ARGUMENTS_KEY = "_raw_arguments"
 
 
 class MalformedAnswer(ValueError):
@@ -41,6 +54,15 @@ def arguments_text(call: ToolCall) -> str:
     if call.raw_arguments is not None:
         return call.raw_arguments
     return json.dumps(call.arguments if call.arguments is not None else {})
+
+
+def tool_input(call: ToolCall) -> dict[str, Any]:
+    """The arguments of a call as the object Anthropic's `tool_use.input` needs."""
+    if call.arguments is not None:
+        return dict(call.arguments)
+    if call.raw_arguments is not None and call.raw_arguments.strip():
+        return {RAW_ARGUMENTS_KEY: call.raw_arguments}
+    return {}
 
 
 def response_events(response: Response) -> list[StreamEvent]:
