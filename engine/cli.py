@@ -157,6 +157,35 @@ def scheduler(
 
 
 @app.command()
+def serve(
+    config: ConfigOption = Path("switchover.toml"),
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    data_dir: DataDirOption = None,
+    max_body_mb: Annotated[
+        float, typer.Option(min=0.001, help="Largest request body accepted, in MB.")
+    ] = 32.0,
+) -> None:
+    """Run the gateway: OpenAI (/v1/chat/completions) and Anthropic (/v1/messages) in,
+    any provider out. Callers' keys come from SWITCHOVER_GATEWAY_KEYS (comma-separated)."""
+    from engine.gateway.server import serve as run_gateway
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        run_gateway(
+            config=config,
+            host=host,
+            port=port,
+            workers=workers,
+            data_dir=data_dir,
+            max_body_mb=max_body_mb,
+        )
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
 def up(
     config: ConfigOption = Path("switchover.toml"),
     demo: Annotated[

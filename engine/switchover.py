@@ -133,8 +133,11 @@ class Switchover:
         )
 
     def add_hook(self, hook: AttemptHook) -> None:
-        """Every Attempt of every chain goes to `hook` (it must not block)."""
+        """Every Attempt of every chain, built already or later, goes to `hook` (it must not
+        block)."""
         self.hooks.append(hook)
+        for chain in self._chains.values():
+            chain.hooks.append(hook)
 
     # --- async ---------------------------------------------------------------------------
 

@@ -1,0 +1,30 @@
+"""The HTTP gateway: OpenAI- and Anthropic-dialect endpoints in front of the engine.
+
+    app.py            the Starlette app (create_app, GatewaySettings)
+    dialects/         callers' wire formats in and out (no I/O)
+    errors.py         a failed chain → the status and error a caller's SDK can act on
+    httputil.py       body limits, hang-ups, closing streams, header values, keys, scrubbing
+    observability.py  Prometheus metrics and the /v1/status document
+    server.py         `switchover serve`: uvicorn, workers, settings from the environment
+
+Imports are lazy so that `engine.gateway.dialects` and `engine.gateway.errors` load without
+Starlette's app machinery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["GatewaySettings", "create_app", "failure_for"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("GatewaySettings", "create_app"):
+        from engine.gateway import app
+
+        return getattr(app, name)
+    if name == "failure_for":
+        from engine.gateway.errors import failure_for
+
+        return failure_for
+    raise AttributeError(f"module 'engine.gateway' has no attribute {name!r}")

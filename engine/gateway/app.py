@@ -1,0 +1,417 @@
+"""The gateway: the Starlette app that speaks both dialects to callers and the chain to providers.
+
+    POST /v1/chat/completions   OpenAI face      POST /v1/messages   Anthropic face
+    GET  /v1/models             the routes, in a shape both official SDKs' models.list() read
+    GET  /v1/status             routes and breakers (JSON)
+    GET  /healthz  /readyz  /metrics
+
+One request, one concern per step: the face (by path) → method → gateway key → content type
+→ body size → `dialect.parse` → `Switchover.chain(model)` → the chain → `dialect.encode`.
+Every error goes out in the caller's dialect, as JSON, with the request id header; bad input
+is always a 4xx. Statuses for failed chains come from `engine.gateway.errors.failure_for`.
+
+A stream's head is held until the chain yields `StreamStart` (the first content): until then
+a failure is still a typed HTTP error and fallback stays invisible. After it, a failure is
+the dialect's in-band error event and the stream ends cleanly. A caller who hangs up stops
+the chain (the attempt is recorded as cancelled).
+
+Never here: provider JSON (the dialects' job), provider keys in any answer or log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from engine.chain import Chain
+from engine.errors import ChainError, ConfigError
+from engine.gateway.dialects.anthropic import ANTHROPIC
+from engine.gateway.dialects.base import BadRequest, Dialect, Parsed, dumps
+from engine.gateway.dialects.openai import OPENAI
+from engine.gateway.errors import Failure, failure_for, local
+from engine.gateway.httputil import (
+    GONE,
+    ClosingStream,
+    Scrubber,
+    key_accepted,
+    read_body,
+    route_headers,
+    unless_disconnected,
+)
+from engine.gateway.observability import (
+    CONTENT_TYPE,
+    Metrics,
+    models_document,
+    status_document,
+)
+from engine.pricing import Pricer
+from engine.switchover import Switchover
+from engine.types import Attempt, MessageEnd, StreamError, StreamStart
+from engine.types import Response as Answer
+
+log = logging.getLogger("switchover.gateway")
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own limit for Messages
+_JSON_TYPES = ("application/json",)
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    keys: frozenset[str] = frozenset()  # empty: no auth (loopback development only)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+
+@dataclass
+class _Call:
+    """One request's labels, filled in as it goes."""
+
+    dialect: Dialect
+    request_id: str
+    started: float
+    route: str = "-"
+    stream: bool = False
+
+    @property
+    def id_header(self) -> str:
+        return "request-id" if self.dialect.name == "anthropic" else "x-request-id"
+
+
+def create_app(
+    sw: Switchover,
+    settings: GatewaySettings | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    owns: bool = False,
+) -> Starlette:
+    """The ASGI app over `sw`. `environ` is where the providers' keys came from (they are
+    scrubbed from every message); `owns`: close `sw` when the app shuts down."""
+    gateway = Gateway(sw, settings or GatewaySettings(), Scrubber.for_providers(sw, environ))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if owns:
+            await sw.aclose()
+
+    routes = [
+        Route(OPENAI.path, gateway.openai, methods=["POST"]),
+        Route(ANTHROPIC.path, gateway.anthropic, methods=["POST"]),
+        Route("/v1/models", gateway.models, methods=["GET"]),
+        Route("/v1/status", gateway.status, methods=["GET"]),
+        Route("/healthz", gateway.healthz, methods=["GET"]),
+        Route("/readyz", gateway.readyz, methods=["GET"]),
+        Route("/metrics", gateway.metrics_text, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: gateway.http_error, Exception: gateway.crashed},
+    )
+    app.state.gateway = gateway
+    return app
+
+
+class Gateway:
+    def __init__(self, sw: Switchover, settings: GatewaySettings, scrub: Scrubber) -> None:
+        self.sw = sw
+        self.settings = settings
+        self.metrics = Metrics(pricer=Pricer.from_config(sw.config))
+        self.started = int(time.time())
+        sw.add_hook(self.metrics.on_attempt)
+        self._scrub = scrub
+
+    # --- the two faces -----------------------------------------------------------------
+
+    async def openai(self, request: Request) -> Response:
+        return await self._serve(request, OPENAI)
+
+    async def anthropic(self, request: Request) -> Response:
+        return await self._serve(request, ANTHROPIC)
+
+    async def _serve(self, request: Request, dialect: Dialect) -> Response:
+        call = _Call(dialect, "req_" + uuid.uuid4().hex[:24], time.perf_counter())
+        try:
+            return await self._answer(request, call)
+        except ClientDisconnect:  # gone mid-upload: nobody to answer
+            self._done(call, "cancelled")
+            return Response(status_code=499)
+        except Exception:
+            log.exception("gateway error on %s (request %s)", request.url.path, call.request_id)
+            failure = local(dialect.name, 500, "internal error in the gateway", cause="error")
+            return self._fail(call, failure)
+
+    async def _answer(self, request: Request, call: _Call) -> Response:
+        face = call.dialect.name
+        if not key_accepted(request.headers, self.settings.keys):
+            return self._fail(call, _unauthorized(face))
+        media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if media.lower() not in _JSON_TYPES:
+            message = f"unsupported content-type {media!r}: send application/json"
+            return self._fail(call, local(face, 415, message))
+        body = await read_body(request, self.settings.max_body_bytes)
+        if body is None:
+            limit_mb = self.settings.max_body_bytes / 1024 / 1024
+            message = f"request body too large: the limit is {limit_mb:g} MB"
+            return self._fail(call, local(face, 413, message))
+        try:
+            parsed = call.dialect.parse(body, request.headers)
+        except BadRequest as exc:
+            status = exc.status if 400 <= exc.status < 500 else 400
+            return self._fail(
+                call, local(face, status, exc.message, code=exc.code, param=exc.param)
+            )
+        except ValueError as exc:  # a neutral type refusing a value the dialect let through
+            return self._fail(call, local(face, 400, str(exc)))
+        try:
+            chain = self.sw.chain(parsed.model)
+        except ConfigError as exc:
+            failure = local(
+                face, 404, str(exc), code="model_not_found", param="model", cause="not_found"
+            )
+            return self._fail(call, failure)
+        call.route, call.stream = chain.route, parsed.request.stream
+        if call.stream:
+            return await self._stream(request, call, chain, parsed)
+        return await self._complete(request, call, chain, parsed)
+
+    async def _complete(
+        self, request: Request, call: _Call, chain: Chain, parsed: Parsed
+    ) -> Response:
+        try:
+            answer = await unless_disconnected(
+                request, chain.complete(parsed.request, request_id=call.request_id)
+            )
+        except ChainError as exc:
+            return await self._chain_failed(call, exc)
+        if answer is GONE:
+            self._done(call, "cancelled")
+            return Response(status_code=499)
+        assert isinstance(answer, Answer)
+        body = call.dialect.encode(answer, model=answer.model, request_id=call.request_id)
+        served = next((a for a in answer.attempts if a.served), None)
+        headers = route_headers(
+            answer.route,
+            answer.provider,
+            served.model if served else answer.model,
+            len(answer.attempts),
+            answer.fallback_depth > 0,
+        )
+        await self._after(call, "ok", fallback=answer.fallback_depth > 0, attempts=answer.attempts)
+        return self._json(call, 200, body, headers)
+
+    async def _stream(
+        self, request: Request, call: _Call, chain: Chain, parsed: Parsed
+    ) -> Response:
+        """Hold the head until the chain commits (StreamStart, just before the first content),
+        then stream; the body closes the chain's stream however the response ends."""
+        events = chain.stream(parsed.request, request_id=call.request_id)
+        try:
+            first = await unless_disconnected(request, anext(events))
+        except ChainError as exc:
+            await events.aclose()
+            return await self._chain_failed(call, exc)
+        if first is GONE:
+            await events.aclose()
+            self._done(call, "cancelled")
+            return Response(status_code=499)
+        assert isinstance(first, StreamStart), first
+        ttft = time.perf_counter() - call.started
+        self.metrics.first_token(route=call.route, dialect=call.dialect.name, seconds=ttft)
+        encoder = call.dialect.stream_encoder(
+            model=first.model, request_id=call.request_id, include_usage=parsed.include_usage
+        )
+
+        outcome = "cancelled"
+        attempts: tuple[Attempt, ...] = ()
+
+        async def body() -> AsyncIterator[bytes]:
+            nonlocal outcome, attempts
+            try:
+                yield encoder.start(first)
+                async for event in events:
+                    if isinstance(event, MessageEnd):
+                        outcome, attempts = "ok", event.attempts
+                        yield encoder.end(event)
+                    elif isinstance(event, StreamError):
+                        outcome, attempts = "stream_error", event.attempts
+                        yield encoder.error(self._scrubbed(event))
+                    else:
+                        yield encoder.event(event)
+            except Exception:
+                log.exception("gateway error mid-stream (request %s)", call.request_id)
+                outcome = "error"
+                yield encoder.error(
+                    StreamError("internal", "internal error in the gateway", "api_error")
+                )
+
+        async def close() -> None:
+            """However the response ended (even before the body began): stop the chain."""
+            await events.aclose()
+            await self._after(call, outcome, fallback=first.fallback_depth > 0, attempts=attempts)
+
+        headers = {
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",
+            call.id_header: call.request_id,
+            **route_headers(
+                first.route,
+                first.provider,
+                first.model,
+                first.attempts_so_far,
+                first.fallback_depth > 0,
+            ),
+        }
+        return ClosingStream(body(), close, media_type="text/event-stream", headers=headers)
+
+    # --- failures ----------------------------------------------------------------------
+
+    async def _chain_failed(self, call: _Call, exc: ChainError) -> Response:
+        breakers = await self.sw.breakers.snapshot_all()
+        failure = failure_for(exc, call.dialect.name, breakers=breakers, now=self.sw.clock.now())
+        log.info(
+            "request %s on route %s not answered: %s %s",
+            call.request_id,
+            call.route,
+            failure.status,
+            self._scrub(failure.message),
+        )
+        await self.metrics.refresh_breakers(self.sw.breakers, {a.target for a in exc.attempts})
+        headers = route_headers(call.route, None, None, len(exc.attempts), None)
+        return self._fail(call, failure, headers=headers)
+
+    def _fail(
+        self,
+        call: _Call,
+        failure: Failure,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        body = call.dialect.error_body(
+            status=failure.status,
+            error_type=failure.error_type,
+            message=self._scrub(failure.message),
+            code=failure.code,
+            param=failure.param,
+            request_id=call.request_id,
+        )
+        self._done(call, failure.cause)
+        return self._json(call, failure.status, body, {**failure.headers(), **(headers or {})})
+
+    def _json(
+        self, call: _Call, status: int, body: Any, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        headers = {call.id_header: call.request_id, **(headers or {})}
+        return Response(
+            dumps(body), status_code=status, headers=headers, media_type="application/json"
+        )
+
+    async def _after(
+        self, call: _Call, outcome: str, *, fallback: bool, attempts: tuple[Attempt, ...]
+    ) -> None:
+        self._done(call, outcome, fallback=fallback)
+        touched = {
+            a.target for a in attempts if a.outcome != "success" or a.breaker_state != "closed"
+        }
+        if touched:
+            await self.metrics.refresh_breakers(self.sw.breakers, touched)
+
+    def _done(self, call: _Call, outcome: str, *, fallback: bool = False) -> None:
+        self.metrics.request_done(
+            route=call.route,
+            dialect=call.dialect.name,
+            outcome=outcome,
+            seconds=time.perf_counter() - call.started,
+            stream=call.stream,
+            fallback=fallback,
+        )
+
+    def _scrubbed(self, event: StreamError) -> StreamError:
+        """The in-band error, without any provider key its message may quote."""
+        return StreamError(
+            event.error_class, self._scrub(event.message), event.error_type, event.attempts
+        )
+
+    # --- the other endpoints -----------------------------------------------------------
+
+    async def models(self, request: Request) -> Response:
+        if not key_accepted(request.headers, self.settings.keys):
+            return self._other_fail(request, 401)
+        return self._plain(models_document(self.sw, self.started))
+
+    async def status(self, request: Request) -> Response:
+        if not key_accepted(request.headers, self.settings.keys):
+            return self._other_fail(request, 401)
+        return self._plain(await status_document(self.sw))
+
+    async def healthz(self, request: Request) -> Response:
+        return self._plain({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        routes = len(self.sw.config.routes)
+        status = 200 if routes else 503
+        body = {"status": "ready" if routes else "no routes configured", "routes": routes}
+        return self._plain(body, status)
+
+    async def metrics_text(self, request: Request) -> Response:
+        await self.metrics.refresh_breakers(self.sw.breakers)
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+
+    @staticmethod
+    def _plain(body: Any, status: int = 200) -> Response:
+        return Response(dumps(body), status_code=status, media_type="application/json")
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own 404 (unknown path) and 405 (wrong method), in the caller's dialect."""
+        assert isinstance(exc, HTTPException)
+        return self._other_fail(request, exc.status_code, dict(exc.headers or {}))
+
+    async def crashed(self, request: Request, exc: Exception) -> Response:
+        log.error("unhandled gateway error on %s", request.url.path, exc_info=exc)
+        return self._other_fail(request, 500)
+
+    def _other_fail(
+        self, request: Request, status: int, headers: dict[str, str] | None = None
+    ) -> Response:
+        dialect = _face_of(request)
+        call = _Call(dialect, "req_" + uuid.uuid4().hex[:24], time.perf_counter())
+        method, path = request.method, request.url.path
+        if status == 401:
+            failure = _unauthorized(dialect.name)
+        elif status == 404:
+            failure = local(
+                dialect.name, 404, f"unknown endpoint {method} {path}", cause="not_found"
+            )
+        elif status == 405:
+            failure = local(dialect.name, 405, f"method {method} not allowed on {path}")
+        else:
+            failure = local(dialect.name, status, "internal error in the gateway", cause="error")
+        return self._fail(call, failure, headers=headers)
+
+
+def _unauthorized(face: str) -> Failure:
+    message = "missing or invalid gateway key: send it as x-api-key or Authorization: Bearer"
+    code = "invalid_api_key" if face == "openai" else None
+    return local(face, 401, message, code=code, cause="unauthorized")
+
+
+def _face_of(request: Request) -> Dialect:
+    """The dialect of a request to a path of neither face: Anthropic's SDK sends
+    anthropic-version and x-api-key, OpenAI's neither."""
+    path = request.url.path.rstrip("/")
+    if path == ANTHROPIC.path:
+        return ANTHROPIC
+    if path == OPENAI.path:
+        return OPENAI
+    headers = request.headers
+    return ANTHROPIC if "anthropic-version" in headers or "x-api-key" in headers else OPENAI

@@ -1,0 +1,151 @@
+"""HTTP plumbing the gateway's handlers share: bounded body reads, noticing a caller who hung
+up, streams that close their source, safe header values, gateway keys, and scrubbing provider
+keys out of any text that leaves the process. No dialect and no chain logic here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from engine.errors import ConfigError
+from engine.switchover import Switchover
+
+T = TypeVar("T")
+
+GONE = object()  # what `unless_disconnected` returns when the caller hung up first
+_KEY_LIKE = re.compile(r"\b(sk-(?:ant-)?|key-)[A-Za-z0-9*_.\-]{4,}")
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None when it is over `limit` bytes (the rest is read and dropped, up to a
+    bound, so that the client sees the 413 rather than a reset mid-upload)."""
+    declared = request.headers.get("content-length", "")
+    over = declared.isdigit() and int(declared) > limit
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            over = True
+        if over:
+            if size > 4 * limit + 64 * 1024 * 1024:
+                break
+            continue
+        chunks.append(chunk)
+    return None if over else b"".join(chunks)
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | object:
+    """`work`'s result, or GONE when the caller hangs up first (then `work` is cancelled:
+    a chain under it records its attempt as cancelled). Call only once the body is read."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request.receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if gone.done() and not task.done() and gone.exception() is not None:
+            await asyncio.wait({task})  # hang-ups cannot be watched here: just wait
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+    return GONE if task.cancelled() else task.result()
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class ClosingStream(StreamingResponse):
+    """A stream that, however the response ends (the body finished, the caller hung up, or
+    the body never began), closes its body and then awaits `on_close` (shielded from
+    cancellation), so the chain under it stops now rather than when the GC gets to it."""
+
+    def __init__(
+        self, content: AsyncIterator[bytes], on_close: Callable[[], Awaitable[None]], **kw: Any
+    ) -> None:
+        super().__init__(content, **kw)
+        self._content = content
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._content.aclose()  # type: ignore[attr-defined]
+                await self._on_close()
+
+
+def route_headers(
+    route: str, provider: str | None, model: str | None, attempts: int, fallback: bool | None
+) -> dict[str, str]:
+    """The x-switchover-* headers; those given as None are left out."""
+    headers = {"x-switchover-route": route, "x-switchover-attempts": str(attempts)}
+    if provider is not None:
+        headers["x-switchover-provider"] = provider
+    if model is not None:
+        headers["x-switchover-model"] = model
+    if fallback is not None:
+        headers["x-switchover-fallback"] = "true" if fallback else "false"
+    return {k: header_safe(v) for k, v in headers.items()}
+
+
+def header_safe(value: str) -> str:
+    """A caller-chosen name (`provider/model` is free text) as a header value: printable
+    ASCII, everything else percent-escaped, so no name can break or inject a header line."""
+    value = value[:256]
+    if all(" " <= c <= "~" for c in value):
+        return value
+    return "".join(c if " " <= c <= "~" and c != "%" else quote(c, safe="") for c in value)
+
+
+def key_accepted(headers: Headers, keys: Collection[str]) -> bool:
+    """A gateway key in `x-api-key` (Anthropic SDK) or `Authorization: Bearer` (OpenAI SDK);
+    any caller when no keys are configured."""
+    if not keys:
+        return True
+    presented = headers.get("x-api-key") or ""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if not presented and scheme.lower() == "bearer":
+        presented = token.strip()
+    if not presented:
+        return False
+    given = presented.encode()
+    # Every key compared, each in constant time: no early exit that times which one matched.
+    return sum(hmac.compare_digest(given, k.encode()) for k in keys) > 0
+
+
+class Scrubber:
+    """Removes provider keys from text that leaves the process: the configured keys exactly,
+    and anything shaped like a key (`sk-…`, as providers quote them, masked or not)."""
+
+    def __init__(self, secrets: Collection[str]) -> None:
+        self._secrets = sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)
+
+    @classmethod
+    def for_providers(cls, sw: Switchover, environ: Mapping[str, str] | None) -> Scrubber:
+        keys = []
+        for provider in sw.config.providers.values():
+            with contextlib.suppress(ConfigError):
+                key = provider.api_key(environ)
+                if key:
+                    keys.append(key)
+        return cls(keys)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return _KEY_LIKE.sub(r"\1***", text)

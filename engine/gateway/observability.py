@@ -1,0 +1,244 @@
+"""The gateway's Prometheus metrics and its `/v1/status` and `/v1/models` documents.
+
+Metrics (prometheus-client, text format at `/metrics`):
+
+    switchover_gateway_requests_total{route, dialect, outcome}   one per HTTP request; outcome
+        ok | stream_error | cancelled | bad_request | unauthorized | not_found | error, or the
+        failure's cause (request, unavailable, internal, timeout, rate_limited, quota,
+        credential; see engine.gateway.errors)
+    switchover_gateway_fallbacks_total{route, dialect}           answered by a later target
+    switchover_gateway_request_duration_seconds{route, dialect, stream}   until the last byte
+    switchover_gateway_time_to_first_token_seconds{route, dialect}        until the stream head
+    switchover_attempts_total{target, outcome, decision}         from the attempt hook
+    switchover_attempt_duration_seconds{target, outcome}
+    switchover_cost_usd_total{target}                            attempts priced with genai-prices
+    switchover_breaker_state{target}                             0 closed, 1 half-open, 2 open
+
+Several uvicorn workers: `switchover serve --workers N` points PROMETHEUS_MULTIPROC_DIR at a
+fresh folder before the workers start, so prometheus-client's multiprocess mode sums counters
+and histograms over every worker, whichever one answers the scrape. Breakers live in each
+worker's memory (the memory store), so a target's state can differ between workers; the gauge
+reports the worst state any worker last saw (`multiprocess_mode="max"`), set after every
+request that touched the target and at each scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from engine.breaker import BreakerState, BreakerStore, MemoryBreakerStore
+from engine.pricing import Pricer
+from engine.switchover import Switchover
+from engine.types import Attempt
+
+log = logging.getLogger("switchover.gateway")
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+BREAKER_CODES = {"closed": 0, "half_open": 1, "open": 2}
+# `*_created` series double the exposition and say nothing a scrape interval would not.
+disable_created_metrics()
+
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class Metrics:
+    def __init__(self, *, pricer: Pricer | None = None) -> None:
+        self.pricer = pricer
+        self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
+        # A registry per instance, so that tests can build many apps in one process; in
+        # multiprocess mode the values live in files and a fresh collector reads them all.
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "switchover_gateway_requests",
+            "Gateway requests by route, caller dialect and outcome.",
+            ["route", "dialect", "outcome"],
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "switchover_gateway_fallbacks",
+            "Gateway requests answered by a target after the route's first.",
+            ["route", "dialect"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "switchover_gateway_request_duration_seconds",
+            "Gateway request duration, until the last byte of the answer.",
+            ["route", "dialect", "stream"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.ttft_seconds = Histogram(
+            "switchover_gateway_time_to_first_token_seconds",
+            "Streamed requests: time until the response head (the first content).",
+            ["route", "dialect"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.attempts = Counter(
+            "switchover_attempts",
+            "Provider attempts by target, outcome and the decision taken after it.",
+            ["target", "outcome", "decision"],
+            registry=r,
+        )
+        self.attempt_seconds = Histogram(
+            "switchover_attempt_duration_seconds",
+            "Provider attempt latency.",
+            ["target", "outcome"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.cost = Counter(
+            "switchover_cost_usd",
+            "Cost of provider attempts in USD (attempts of unpriced models count 0).",
+            ["target"],
+            registry=r,
+        )
+        self.breaker_state = Gauge(
+            "switchover_breaker_state",
+            "Circuit breaker per target: 0 closed, 1 half-open, 2 open (worst over workers).",
+            ["target"],
+            multiprocess_mode="max",
+            registry=r,
+        )
+
+    # --- recording ---------------------------------------------------------------------
+
+    def on_attempt(self, attempt: Attempt) -> None:
+        """The attempt hook: counters only, never I/O."""
+        self.attempts.labels(attempt.target, attempt.outcome, attempt.decision).inc()
+        self.attempt_seconds.labels(attempt.target, attempt.outcome).observe(
+            attempt.latency_ms / 1000
+        )
+        if self.pricer is not None:
+            cost, _ = self.pricer.price(attempt)
+            if cost:
+                self.cost.labels(attempt.target).inc(float(cost))
+
+    def request_done(
+        self,
+        *,
+        route: str,
+        dialect: str,
+        outcome: str,
+        seconds: float,
+        stream: bool,
+        fallback: bool = False,
+    ) -> None:
+        self.requests.labels(route, dialect, outcome).inc()
+        self.request_seconds.labels(route, dialect, "true" if stream else "false").observe(seconds)
+        if fallback:
+            self.fallbacks.labels(route, dialect).inc()
+
+    def first_token(self, *, route: str, dialect: str, seconds: float) -> None:
+        self.ttft_seconds.labels(route, dialect).observe(seconds)
+
+    async def refresh_breakers(
+        self, breakers: BreakerStore, targets: Iterable[str] | None = None
+    ) -> None:
+        """Copy breaker states into the gauge: the named targets, or every known one."""
+        if targets is None:
+            states = await breakers.snapshot_all()
+        else:
+            states = {t: await breakers.snapshot(t) for t in set(targets)}
+        for target, state in states.items():
+            self.breaker_state.labels(target).set(BREAKER_CODES.get(state.status, 0))
+
+    def render(self) -> bytes:
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self.multiprocess_dir)
+        return generate_latest(registry)
+
+
+# --- /v1/status ----------------------------------------------------------------------------
+
+
+async def status_document(sw: Switchover) -> dict[str, Any]:
+    """Routes with their targets, and each target's breaker with the seconds it stays open or
+    cooling. Times count on the engine's clock; nothing here names a key."""
+    now = sw.clock.now()
+    states = await sw.breakers.snapshot_all()
+    targets = {t.name for route in sw.config.routes.values() for t in route.targets}
+    return {
+        "pid": os.getpid(),
+        # The memory store keeps breakers per process: with several workers, this one's view.
+        "breakers_shared": not isinstance(sw.breakers, MemoryBreakerStore),
+        "routes": [
+            {
+                "name": route.name,
+                "targets": [t.name for t in route.targets],
+                "budget_s": route.policy.budget_s,
+            }
+            for route in sw.config.routes.values()
+        ],
+        "breakers": {
+            target: _breaker(states.get(target, BreakerState()), now)
+            for target in sorted(targets | set(states))
+        },
+    }
+
+
+def _breaker(state: BreakerState, now: float) -> dict[str, Any]:
+    open_for = _remaining(state.open_until, now) if state.status == "open" else None
+    return {
+        "status": state.status,
+        "open_reason": state.open_reason,
+        "consecutive_failures": state.consecutive_failures,
+        "open_remaining_s": open_for,
+        # An open breaker whose time is up lets one probe through on the next request.
+        "probe_due": state.status == "open" and open_for == 0.0,
+        "cooling_remaining_s": _remaining(state.cooling_until, now) or None,
+    }
+
+
+def _remaining(until: float | None, now: float) -> float | None:
+    return None if until is None else round(max(0.0, until - now), 3)
+
+
+# --- /v1/models ----------------------------------------------------------------------------
+
+
+def models_document(sw: Switchover, created: int) -> dict[str, Any]:
+    """The routes as models, in one list both official SDKs read: OpenAI's
+    `{object: list, data: [{id, object, created, owned_by}]}` and Anthropic's
+    `{data: [{id, type, display_name, created_at}], has_more, first_id, last_id}` (each SDK
+    ignores the other's fields). `created`: when the gateway started (a route has no date)."""
+    names = list(sw.config.routes)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+    data = [
+        {
+            "id": name,
+            "object": "model",
+            "type": "model",
+            "created": created,
+            "created_at": stamp,
+            "display_name": name,
+            "owned_by": "switchover",
+        }
+        for name in names
+    ]
+    return {
+        "object": "list",
+        "data": data,
+        "has_more": False,
+        "first_id": names[0] if names else None,
+        "last_id": names[-1] if names else None,
+    }

@@ -1,0 +1,186 @@
+"""Gateway fixtures: the fake providers on loopback, and a real uvicorn server running the
+gateway app on a free port in a background thread, so the official SDKs talk real HTTP.
+
+Each test gets its own gateway (own Switchover, breakers and metrics) over one shared fake,
+whose scripts and call log are reset between tests. Routes name fake models; a `#fault`
+suffix on a model makes the fake answer with that fault (see simulations.fakes.faults).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import uvicorn
+
+from engine.config import parse_config
+from engine.gateway.app import GatewaySettings, create_app
+from engine.switchover import Switchover
+from engine.types import Attempt
+from simulations.fakes import FakeProviders
+
+# Fake provider keys: no response body, header or log line may ever contain them.
+PROVIDER_KEYS = {
+    "FAKE_ANTHROPIC_KEY": "sk-ant-fake-SECRET-anthropic-0001",
+    "FAKE_OPENAI_KEY": "sk-fake-SECRET-openai-0002",
+}
+GATEWAY_KEY = "gw-test-key-1"
+
+# Short limits so that failing paths cost milliseconds (as in tests/e2e).
+FAST_POLICY: dict[str, Any] = {
+    "budget_s": 10,
+    "attempt_timeout_s": 2.0,
+    "first_token_timeout_s": 2.0,
+    "idle_timeout_s": 2.0,
+    "backoff_base_s": 0.01,
+    "backoff_max_s": 0.02,
+    "overload_backoff_s": 0.01,
+    "min_attempt_budget_s": 0.1,
+}
+
+
+def config_for(fake: FakeProviders, routes: Mapping[str, Sequence[str] | Mapping[str, Any]]) -> Any:
+    """A Config whose providers are the fake: `claude` (Anthropic) and `gpt` (OpenAI).
+    A route is a list of targets, or a table with `targets` and policy overrides."""
+    tables = {
+        name: dict(spec) if isinstance(spec, Mapping) else {"targets": list(spec)}
+        for name, spec in routes.items()
+    }
+    return parse_config(
+        {
+            "providers": {
+                "claude": {
+                    "kind": "anthropic",
+                    "base_url": fake.anthropic_url,
+                    "api_key_env": "FAKE_ANTHROPIC_KEY",
+                },
+                "gpt": {
+                    "kind": "openai",
+                    "base_url": fake.openai_url,
+                    "api_key_env": "FAKE_OPENAI_KEY",
+                },
+            },
+            "routes": tables,
+            "policy": FAST_POLICY,
+        },
+        source="test",
+    )
+
+
+class ServerThread:
+    """A uvicorn server for `app` on 127.0.0.1 and a free port, on its own thread and loop."""
+
+    def __init__(self, app: Any) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.005)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@dataclass
+class Gateway:
+    """A running gateway, its engine and every attempt it made."""
+
+    server: ServerThread
+    sw: Switchover
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def openai_url(self) -> str:
+        return self.server.url + "/v1"
+
+
+GatewayFactory = Callable[..., Gateway]
+
+
+@pytest.fixture(scope="session")
+def fake() -> Iterator[FakeProviders]:
+    fake = FakeProviders.start_in_thread(valid_keys=list(PROVIDER_KEYS.values()))
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture
+def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
+    """`gateway(routes, keys=..., max_body_mb=...)` starts a gateway for this test."""
+    fake.reset()
+    running: list[Gateway] = []
+
+    def start(
+        routes: Mapping[str, Sequence[str] | Mapping[str, Any]],
+        *,
+        keys: Sequence[str] = (),
+        max_body_mb: float = 32,
+    ) -> Gateway:
+        attempts: list[Attempt] = []
+        sw = Switchover(config_for(fake, routes), environ=PROVIDER_KEYS, hooks=[attempts.append])
+        settings = GatewaySettings(
+            keys=frozenset(keys), max_body_bytes=int(max_body_mb * 1024 * 1024)
+        )
+        app = create_app(sw, settings, environ=PROVIDER_KEYS, owns=True)
+        gw = Gateway(ServerThread(app), sw, attempts)
+        running.append(gw)
+        return gw
+
+    yield start
+    for gw in running:
+        gw.server.stop()
+
+
+def paid_calls(fake: FakeProviders, model: str) -> int:
+    return len(fake.calls(model))
+
+
+def user(text: str = "Where is my order?") -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+WEATHER_TOOL_OPENAI = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+WEATHER_TOOL_ANTHROPIC = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": WEATHER_TOOL_OPENAI["function"]["parameters"],  # type: ignore[index]
+}
