@@ -1,17 +1,19 @@
-"""`python -m bench [--quick] [--no-write] [--output PATH]`: run every case, print the table and
-rewrite the generated section of docs/benchmarks.md."""
+"""`python -m bench [--quick] [--only chain|telemetry] [--no-write] [--output PATH]`: run the
+chain's cases and the telemetry figures, print one table for each, and rewrite the generated
+section of docs/benchmarks.md (with `--only`, only that part of it)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
-from bench import report
+from bench import report, telemetry
 from bench.cases import QUICK, Run, Sizes
 from bench.fake_process import REPO, FakeServerProcess
 from bench.stats import Row
@@ -24,30 +26,62 @@ async def _measure(fake: FakeServerProcess, sizes: Sizes) -> tuple[list[Row], fl
         return rows, run.server_busy_peak
 
 
+def chain(quick: bool, pin: bool, command: str) -> str:
+    sizes = QUICK if quick else Sizes()
+    started, when = time.monotonic(), datetime.now(UTC)
+    with FakeServerProcess(pin=pin) as fake:
+        rows, server_busy = asyncio.run(_measure(fake, sizes))
+        pinned = fake.pinned
+    runtime_s = time.monotonic() - started
+    generated = report.section(
+        rows,
+        sizes,
+        command=command,
+        runtime_s=runtime_s,
+        when=when,
+        pinned=pinned,
+        server_busy=server_busy,
+    )
+    print(generated.split("### How to read this")[0].rstrip(), flush=True)
+    return generated
+
+
+def telemetry_part(quick: bool, command: str) -> str:
+    started, when = time.monotonic(), datetime.now(UTC)
+    measured = telemetry.run(telemetry.QUICK if quick else telemetry.Sizes())
+    generated = report.telemetry_section(
+        measured.figures,
+        telemetry.notes(measured),
+        command=command,
+        runtime_s=time.monotonic() - started,
+        when=when,
+    )
+    print("\n" + generated.split("### How to read")[0].rstrip(), flush=True)
+    return generated
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run with small sizes (implies --no-write)"
     )
-    parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--only", choices=report.PARTS, help="run one part only")
+    parser.add_argument("--no-write", action="store_true", help="print the tables only")
     parser.add_argument("--no-pin", action="store_true", help="leave CPU placement to the OS")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    sizes = QUICK if args.quick else Sizes()
+    command = "make bench" if len(sys.argv) == 1 else "python -m bench " + " ".join(sys.argv[1:])
 
-    started, when = time.monotonic(), datetime.now(UTC)
-    with FakeServerProcess(pin=not args.no_pin) as fake:
-        rows, server_busy = asyncio.run(_measure(fake, sizes))
-        pinned = fake.pinned
-    runtime_s = time.monotonic() - started
-
-    generated = report.section(
-        rows, sizes, runtime_s=runtime_s, when=when, pinned=pinned, server_busy=server_busy
-    )
-    print(generated.split("### How to read this")[0].rstrip())
+    started = time.monotonic()
+    generated: dict[str, str] = {}
+    if args.only in (None, "chain"):
+        generated["chain"] = chain(args.quick, not args.no_pin, command)
+    if args.only in (None, "telemetry"):
+        generated["telemetry"] = telemetry_part(args.quick, command)
+    print(f"\nbench ran in {(time.monotonic() - started) / 60:.1f} min")
     if not (args.quick or args.no_write):
         report.write(args.output, generated)
-        print(f"\nwritten to {args.output.relative_to(REPO)}")
+        print(f"written to {args.output.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

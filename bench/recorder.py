@@ -1,6 +1,6 @@
 """What recording costs: the hook on the request's path, and a flush on the recorder's thread.
 
-`python -m bench.recorder` prints the table; `run()` returns its rows for the report.
+`python -m bench.recorder [--quick]` prints the table; `run()` returns its rows for the report.
 
 - enqueue: 200,000 hook calls, each timed alone (`perf_counter_ns` around the call; the cost of
   the timer itself is measured and shown as its own row), once back to back with the flusher
@@ -14,8 +14,10 @@
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,15 @@ FLUSH_ROWS = 1_000
 FLUSH_REPEATS = 60
 BURST, BURST_GAP_S = 50, 0.001  # paced: 50 calls, then 1 ms idle (~45,000 calls/s)
 _START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    calls: int = ENQUEUE_CALLS  # hook calls, per enqueue case
+    repeats: int = FLUSH_REPEATS  # flushes per configuration (the first 3 are warm-up)
+
+
+QUICK = Sizes(calls=20_000, repeats=10)
 
 
 def attempt(n: int) -> Attempt:
@@ -98,7 +109,9 @@ def _timer_overhead(n: int) -> list[int]:
     return samples
 
 
-def _enqueue(spool: Path, *, paced: bool, pricer: Any | None) -> tuple[list[int], Recorder]:
+def _enqueue(
+    spool: Path, calls: int, *, paced: bool, pricer: Any | None
+) -> tuple[list[int], Recorder]:
     """Time each hook call. Paced: bursts with idle gaps (a busy gateway), so the flusher
     writes 1,000-row files while the hook runs and the two threads share the GIL."""
     pool = [attempt(n) for n in range(FLUSH_ROWS)]
@@ -110,8 +123,8 @@ def _enqueue(spool: Path, *, paced: bool, pricer: Any | None) -> tuple[list[int]
         max_buffered=10**9,
     )
     clock = time.perf_counter_ns
-    samples = [0] * ENQUEUE_CALLS
-    for i in range(ENQUEUE_CALLS):
+    samples = [0] * calls
+    for i in range(calls):
         if paced and i % BURST == 0:
             time.sleep(BURST_GAP_S)  # idle like an event loop in epoll: the GIL is free
         item = pool[i % FLUSH_ROWS]
@@ -122,7 +135,7 @@ def _enqueue(spool: Path, *, paced: bool, pricer: Any | None) -> tuple[list[int]
     return samples, recorder
 
 
-def _flushes(spool: Path, pricer: Any | None) -> list[dict[str, Any]]:
+def _flushes(spool: Path, repeats: int, pricer: Any | None) -> list[dict[str, Any]]:
     """`flush()` of 1,000 buffered attempts per configuration, the configurations interleaved
     repeat by repeat so that a noisy neighbour on the machine hits them all alike."""
     batch = [attempt(n) for n in range(FLUSH_ROWS)]
@@ -139,7 +152,7 @@ def _flushes(spool: Path, pricer: Any | None) -> list[dict[str, Any]]:
                 flush_rows=10**9,
             )
     samples: dict[str, list[int]] = {name: [] for name in recorders}
-    for _ in range(FLUSH_REPEATS):
+    for _ in range(repeats):
         for name, recorder in recorders.items():
             for item in batch:
                 recorder(item)
@@ -155,25 +168,25 @@ def _flushes(spool: Path, pricer: Any | None) -> list[dict[str, Any]]:
     return [_summary(name, values[3:]) for name, values in samples.items()]
 
 
-def run() -> list[dict[str, Any]]:
+def run(sizes: Sizes = Sizes()) -> list[dict[str, Any]]:
     pricer = _pricer()
-    rows = [_summary("perf_counter_ns pair (timer cost)", _timer_overhead(ENQUEUE_CALLS))]
+    rows = [_summary("perf_counter_ns pair (timer cost)", _timer_overhead(sizes.calls))]
     with tempfile.TemporaryDirectory(prefix="switchover-bench-") as tmp:
         spool = Path(tmp)
-        samples, _ = _enqueue(spool / "idle", paced=False, pricer=None)
+        samples, _ = _enqueue(spool / "idle", sizes.calls, paced=False, pricer=None)
         rows.append(_summary("enqueue, flusher idle", samples, "back to back, includes the timer"))
-        samples, recorder = _enqueue(spool / "busy", paced=True, pricer=pricer)
+        samples, recorder = _enqueue(spool / "busy", sizes.calls, paced=True, pricer=pricer)
         stats = recorder.stats()
         note = f"{BURST} calls / {BURST_GAP_S * 1e3:g} ms; {stats.files} files written meanwhile"
         rows.append(_summary("enqueue, flusher writing", samples, note))
-        rows.extend(_flushes(spool, pricer))
-    rows.extend(_stages(pricer))
+        rows.extend(_flushes(spool, sizes.repeats, pricer))
+    rows.extend(_stages(sizes.repeats, pricer))
     if pricer is None:
         print("engine.pricing is not importable: pricing not measured")
     return rows
 
 
-def _stages(pricer: Any | None) -> list[dict[str, Any]]:
+def _stages(repeats: int, pricer: Any | None) -> list[dict[str, Any]]:
     """Where a flush's time goes, stage by stage, in memory (no file, no fsync)."""
     batch = [attempt(n) for n in range(FLUSH_ROWS)]
     timings: dict[str, list[int]] = {}
@@ -184,7 +197,7 @@ def _stages(pricer: Any | None) -> list[dict[str, Any]]:
         timings.setdefault(name, []).append(time.perf_counter_ns() - t0)
         return result
 
-    for _ in range(FLUSH_REPEATS):
+    for _ in range(repeats):
         if pricer is not None:
             timed("stage: pricing x1,000", lambda: [pricer.price(a) for a in batch])
         rows = timed("stage: to_row x1,000", lambda: [records.to_row(a, None, None) for a in batch])
@@ -209,8 +222,11 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.recorder", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a tenth of the calls and flushes")
+    args = parser.parse_args()
     started = time.monotonic()
-    rows = run()
+    rows = run(QUICK if args.quick else Sizes())
     print(table(rows))
     print(f"\nrecorder bench: {time.monotonic() - started:.1f} s")
 

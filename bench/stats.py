@@ -1,4 +1,5 @@
-"""Percentiles and one comparison row of the table. Pure: numbers in, numbers out."""
+"""Percentiles, one comparison row of the chain table, and one telemetry figure against its
+target. Pure: numbers in, numbers out."""
 
 from __future__ import annotations
 
@@ -96,3 +97,27 @@ def row(
         Summary.of(subject, values(subject)),
         note,
     )
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One line of the telemetry table: a measured value and, when it has one, its target
+    (`at_most` or `at_least`, in the value's unit). `level` 1 and 2 are the parts of the
+    figure above them; `shown` is the value as the table prints it (default: value and unit)."""
+
+    label: str
+    value: float
+    unit: str
+    at_most: float | None = None
+    at_least: float | None = None
+    shown: str = ""
+    level: int = 0
+    note: str = ""  # beside the verdict
+
+    @property
+    def met(self) -> bool | None:
+        if self.at_most is not None:
+            return self.value <= self.at_most
+        if self.at_least is not None:
+            return self.value >= self.at_least
+        return None

@@ -1,16 +1,19 @@
-"""`python -m bench.store`: the store's figures: spool ingest rows/s, publish time of the 24 h
-recent-attempts snapshot, and windowed reads from the published snapshots.
+"""`python -m bench.store [--quick]`: the store's figures: spool ingest rows/s, publish time of
+the 24 h recent-attempts snapshot, and windowed reads from the published snapshots.
 
-Runs in a temporary directory, under a minute; prints a table and writes nothing else. The
+Runs in a temporary directory, under a minute; prints a table and writes nothing else; `run()`
+returns its figures for `make bench`. The
 schema decision (no primary key on attempts) is measured here too, against the same files.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench import report
+from bench.stats import Figure
+from bench.timing import Laps, TimedConnection
 from engine.records import ARROW_SCHEMA, COLUMNS, DUCKDB_COLUMNS
 from engine.store import PublishedData, ingest_spool, open_store, publish_recent_attempts
 from engine.store.db import ROW_GROUP_SIZE
@@ -88,13 +94,36 @@ def median_ms(action: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def ingest_rate(con: duckdb.DuckDBPyConnection, root: Path, files: int, rows: int, seed: int):
+def ingest_rate(
+    con: duckdb.DuckDBPyConnection, root: Path, files: int, rows: int, seed: int
+) -> tuple[float, dict[str, float]]:
+    """Rows/s of one `ingest_spool` call, and its seconds by part (see `ingest_parts`)."""
     spool = root / f"spool-{seed}"  # a month old: outside the published day below
     spool_files(spool, files, rows, NOW - timedelta(days=30), timedelta(seconds=1), seed)
+    laps = Laps()
     started = time.perf_counter()
-    result = ingest_spool(con, spool, max_files=files)
+    result = ingest_spool(TimedConnection(con, laps), spool, max_files=files)
+    seconds = time.perf_counter() - started
     assert result.files == files, result
-    return result.rows / (time.perf_counter() - started)
+    return result.rows / seconds, ingest_parts(laps, seconds)
+
+
+# Where an ingest's time goes, by the statements it runs (the first match names the part).
+INGEST_PARTS = (
+    ("INSERT INTO attempts", "INSERT of the rows (read_parquet of every file)"),
+    ("INSERT INTO ingested_files", "ledger INSERT (parquet_file_metadata of every file)"),
+    ("COMMIT", "COMMIT (with DuckDB's automatic checkpoint when the WAL is full)"),
+    ("", "other SQL (ledger lookup and check, the batch's span, settings)"),
+)
+
+
+def ingest_parts(laps: Laps, total: float) -> dict[str, float]:
+    parts = dict.fromkeys((name for _, name in INGEST_PARTS), 0.0)
+    for sql, seconds in laps.seconds.items():
+        name = next(name for prefix, name in INGEST_PARTS if sql.startswith(prefix))
+        parts[name] += seconds
+    parts["outside SQL (listing, deleting the files)"] = total - sum(parts.values())
+    return parts
 
 
 def keyed_ingest_rate(root: Path, files: int, rows: int, seed: int, key: bool) -> float:
@@ -123,39 +152,59 @@ def keyed_ingest_rate(root: Path, files: int, rows: int, seed: int, key: bool) -
     return statistics.median(rates)
 
 
-def run() -> None:
-    rows: list[tuple[str, str, str]] = []
-    began = time.monotonic()
+@dataclass(frozen=True)
+class Sizes:
+    # (files, rows per file, repeats) of each ingest shape
+    shapes: tuple[tuple[int, int, int], ...] = ((100, 1_000, 5), (10, 100_000, 2))
+    day: int = 1_000_000  # attempts in the published day (and as many older ones)
+    reads: int = 15
+
+
+# Smoke sizes: the second shape is a tenth of the real one.
+QUICK = Sizes(shapes=((100, 1_000, 1), (10, 10_000, 1)), day=100_000, reads=3)
+INGEST_TARGET = 500_000  # rows/s
+READ_TARGET_MS = 100.0
+
+
+def run(sizes: Sizes = Sizes()) -> list[Figure]:
+    figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         root = Path(tmp)
         con = open_store(root / "switchover.duckdb")
-        for files, per_file, repeat in ((100, 1_000, 5), (10, 100_000, 2)):
+        for files, per_file, repeat in sizes.shapes:
             seeds = range(10 * files, 10 * files + repeat)
-            rate = statistics.median(ingest_rate(con, root, files, per_file, s) for s in seeds)
+            runs = [ingest_rate(con, root, files, per_file, s) for s in seeds]
+            rate = statistics.median(r for r, _ in runs)
             label = f"ingest_spool {files} files × {per_file:,} rows"
-            rows.append((label, f"{rate:,.0f} rows/s", "≥ 500,000"))
+            figures.append(Figure(label, rate, "rows/s", at_least=INGEST_TARGET))
+            total = statistics.median(1000 * files * per_file / r for r, _ in runs)
+            for part in runs[0][1]:
+                ms = statistics.median(1000 * p[part] for _, p in runs)
+                shown = f"{ms:,.1f} ms of {total:,.0f} ({ms / total:.0%})"
+                figures.append(Figure(part, ms, "ms", shown=shown, level=1))
             for key in (False, True):
                 rate = keyed_ingest_rate(root, files, per_file, 900 + files + key, key)
-                label = f"  its INSERT alone, {'with' if key else 'without'} a primary key"
-                rows.append((label, f"{rate:,.0f} rows/s", ""))
+                label = f"its INSERT alone, {'with' if key else 'without'} a primary key"
+                figures.append(Figure(label, rate, "rows/s", level=1))
 
-        # A day of traffic, 1 M attempts in the last 24 h and 1 M older ones.
+        # A day of traffic: `day` attempts in the last 24 h and as many older ones.
         day = timedelta(hours=24)
-        spool_files(root / "old", 10, 100_000, NOW - 2 * day, day / 10, 7)
-        spool_files(root / "day", 10, 100_000, NOW - day, day / 10, 8)
+        per_file = sizes.day // 10
+        spool_files(root / "old", 10, per_file, NOW - 2 * day, day / 10, 7)
+        spool_files(root / "day", 10, per_file, NOW - day, day / 10, 8)
         ingest_spool(con, root / "old")
         ingest_spool(con, root / "day")
         published = root / "published"
         ms = median_ms(lambda: publish_recent_attempts(con, published, NOW), 3)
         size = (published / "recent_attempts.parquet").stat().st_size / 1e6
-        label = f"publish recent_attempts: 24 h = 1,000,000 rows ({size:.0f} MB)"
-        rows.append((label, f"{ms:,.0f} ms", "(part of the 10 s freshness)"))
+        label = f"publish recent_attempts: 24 h = {sizes.day:,} rows ({size:.0f} MB)"
+        figures.append(Figure(label, ms, "ms"))
         (total,) = con.execute("SELECT count(*) FROM attempts").fetchone()
         hour = "SELECT provider, count(*), quantile_cont(latency_ms, 0.99) FROM attempts "
         hour += "WHERE started_at >= $since GROUP BY ALL"
         ms = median_ms(lambda: con.execute(hour, {"since": NOW - timedelta(hours=1)}).fetchall(), 5)
         label = f"store: p99 by provider, last hour of {total / 1e6:.1f} M attempts, no index"
-        rows.append((label, f"{ms:,.1f} ms", "(zonemaps on started_at)"))
+        figures.append(Figure(label, ms, "ms"))
         con.close()
 
         data = PublishedData(published)
@@ -170,16 +219,21 @@ def run() -> None:
         for label, params in reads.items():
             query = label.split(",")[0]
             data.query(query, **params)
-            ms = median_ms(lambda q=query, p=params: data.query(q, **p), 15)
-            rows.append((f"read {label}", f"{ms:,.1f} ms", "≤ 100 ms"))
+            ms = median_ms(lambda q=query, p=params: data.query(q, **p), sizes.reads)
+            figures.append(Figure(f"read {label} (median)", ms, "ms", at_most=READ_TARGET_MS))
         data.close()
+    return figures
 
-    width = max(len(r[0]) for r in rows)
-    print(f"{'store':<{width}}  {'measured':>16}  target")
-    for label, value, target in rows:
-        print(f"{label:<{width}}  {value:>16}  {target}")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a tenth of the sizes")
+    args = parser.parse_args()
+    began = time.monotonic()
+    figures = run(QUICK if args.quick else Sizes())
+    print(report.figures_table(figures))
     print(f"\n(ran in {time.monotonic() - began:.0f} s, row groups of {ROW_GROUP_SIZE:,} rows)")
 
 
 if __name__ == "__main__":
-    run()
+    main()
