@@ -157,7 +157,7 @@ def measure(seconds: float, rates: tuple[float, ...]) -> list[str]:
                     percentile(gateway_lat, 0.5),
                     percentile(gateway_lat, 0.99),
                     errors,
-                ).line()  # fmt: skip
+                ).line()
             )
         direct_rps, _ = asyncio.run(closed_loop(direct_url, CALLERS, seconds))
         one_rps, one_err = asyncio.run(closed_loop(gateway_url, CALLERS, seconds))
