@@ -3,7 +3,8 @@
 `python -m simulations.fakes --port P` is started on a free port, awaited on `/_fake/health`
 and stopped with SIGINT (its `serve_forever` exits cleanly on KeyboardInterrupt). On a machine
 with two or more CPUs the server is pinned to one CPU and the client to another, so the two never
-take turns on one core and the scheduler does not move them about between runs.
+take turns on one core and the scheduler does not move them about between runs; the client's
+own placement is restored on exit, so what runs after the chain's cases has every CPU again.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class FakeServerProcess:
         self.pinned: str | None = None
         self._pin = pin
         self._proc: subprocess.Popen[bytes] | None = None
+        self._client_cpus: set[int] | None = None  # the placement to restore on exit
         # A file, not a pipe: a pipe nobody reads would block the server once it filled up.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in __exit__)
 
@@ -68,6 +70,9 @@ class FakeServerProcess:
                 proc.kill()
                 proc.wait(timeout=5)
         self._stderr.close()
+        if self._client_cpus is not None:  # what runs next (the telemetry) gets every CPU back
+            os.sched_setaffinity(0, self._client_cpus)
+            self._client_cpus = None
 
     def _wait_healthy(self, timeout_s: float) -> None:
         assert self._proc is not None
@@ -90,6 +95,7 @@ class FakeServerProcess:
         if len(cpus) < 2:
             return
         os.sched_setaffinity(server_pid, {cpus[-1]})
+        self._client_cpus = set(cpus)
         os.sched_setaffinity(0, {cpus[0]})
         self.pinned = f"client on CPU {cpus[0]}, fake server on CPU {cpus[-1]}"
 
