@@ -33,7 +33,7 @@ format: install ## Rewrite the code in the project's style
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: install ## Measure the engine against a direct httpx call (writes docs/benchmarks.md)
+bench: install ## Measure the engine, the gateway and the telemetry spine (writes docs/benchmarks.md)
 	$(PY) -m bench
 
 clean: ## Remove the virtual environment and runtime data

@@ -25,9 +25,11 @@ def paths(tmp_path) -> DataPaths:
     return DataPaths(tmp_path / "data")
 
 
-def _traffic(paths: DataPaths, requests: int, primary_fault: str | None) -> Recorder:
+def _traffic(
+    paths: DataPaths, requests: int, primary_fault: str | None, ago: timedelta = timedelta(0)
+) -> Recorder:
     """Real chains on the in-process fake; every attempt goes through a real Recorder."""
-    clock = VirtualClock(wall_start=datetime.now(UTC) - timedelta(seconds=30))
+    clock = VirtualClock(wall_start=datetime.now(UTC) - ago - timedelta(seconds=30))
     transport = FakeTransport(clock=clock)
     if primary_fault:
         transport.script("claude-sonnet-4-5", [primary_fault] * (2 * requests))
@@ -98,5 +100,26 @@ def test_a_second_cycle_with_nothing_new_changes_nothing(paths: DataPaths):
         pipeline.day_rollups()
         (day,) = pipeline.con.execute("SELECT sum(requests) FROM rollup_day").fetchone()
         assert day == 5
+    finally:
+        pipeline.close()
+
+
+def test_a_late_backlog_is_rolled_up_in_pieces_back_to_its_oldest_attempt(paths: DataPaths):
+    """A writer that was offline for two days delivers its files: the cycle recomputes the
+    minutes and hours back to them (in 6-hour pieces), and the day rollups catch up."""
+    pipeline = Pipeline(paths)
+    try:
+        pipeline.cycle()
+        pipeline.day_rollups()
+        _traffic(paths, 4, primary_fault=None, ago=timedelta(days=2))
+        report = pipeline.cycle()
+        assert report.rows == 4
+        assert report.refreshed_from < datetime.now(UTC) - timedelta(days=2)
+        for table in ("rollup_minute", "rollup_hour"):
+            (requests,) = pipeline.con.execute(f"SELECT sum(requests) FROM {table}").fetchone()
+            assert requests == 4
+        pipeline.day_rollups()
+        (days,) = pipeline.con.execute("SELECT sum(requests) FROM rollup_day").fetchone()
+        assert days == 4
     finally:
         pipeline.close()
