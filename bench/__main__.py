@@ -1,6 +1,6 @@
-"""`python -m bench [--quick] [--only chain|telemetry] [--no-write] [--output PATH]`: run the
-chain's cases and the telemetry figures, print one table for each, and rewrite the generated
-section of docs/benchmarks.md (with `--only`, only that part of it)."""
+"""`python -m bench [--quick] [--only chain|telemetry|gateway] [--no-write] [--output PATH]`:
+run the chain's cases, the telemetry figures and the gateway's, print one table for each, and
+rewrite the generated sections of docs/benchmarks.md (with `--only`, only that part)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import report, telemetry
+from bench import gateway, report, telemetry
 from bench.cases import QUICK, Run, Sizes
 from bench.fake_process import REPO, FakeServerProcess
 from bench.stats import Row
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run with small sizes (implies --no-write)"
     )
-    parser.add_argument("--only", choices=report.PARTS, help="run one part only")
+    parser.add_argument("--only", choices=(*report.PARTS, "gateway"), help="run one part only")
     parser.add_argument("--no-write", action="store_true", help="print the tables only")
     parser.add_argument("--no-pin", action="store_true", help="leave CPU placement to the OS")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
@@ -78,9 +78,15 @@ def main() -> None:
         generated["chain"] = chain(args.quick, not args.no_pin, command)
     if args.only in (None, "telemetry"):
         generated["telemetry"] = telemetry_part(args.quick, command)
+    gateway_text = None
+    if args.only in (None, "gateway"):
+        gateway_text = gateway.run(args.quick, command)
     print(f"\nbench ran in {(time.monotonic() - started) / 60:.1f} min")
     if not (args.quick or args.no_write):
-        report.write(args.output, generated)
+        if generated:
+            report.write(args.output, generated)
+        if gateway_text:
+            gateway.write(args.output, gateway_text)
         print(f"written to {args.output.relative_to(REPO)}")
 
 
