@@ -106,15 +106,20 @@ class Chain:
         self.event_hooks: list[EventHook] = list(event_hooks)
         self.rng = rng or random.Random()
 
-    async def complete(self, request: Request, *, request_id: str | None = None) -> Response:
-        """Answer `request`, or raise RequestFailed / AllProvidersUnavailable."""
-        async for item in self._run(request.replace(stream=False), request_id, streaming=False):
+    async def complete(
+        self, request: Request, *, request_id: str | None = None, budget_s: float | None = None
+    ) -> Response:
+        """Answer `request`, or raise RequestFailed / AllProvidersUnavailable. `budget_s` can
+        only shorten the route's budget (a caller that will give up sooner, say)."""
+        async for item in self._run(
+            request.replace(stream=False), request_id, streaming=False, budget_s=budget_s
+        ):
             assert isinstance(item, Response)
             return item
         raise AssertionError("the chain loop ended without an answer or an error")
 
     async def stream(
-        self, request: Request, *, request_id: str | None = None
+        self, request: Request, *, request_id: str | None = None, budget_s: float | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Yield StreamStart, then the answer's events, then MessageEnd, or StreamError when
         the committed target fails (the stream then ends incomplete). Before the first content
@@ -122,7 +127,7 @@ class Chain:
         # aclosing: a caller that stops reading ends the attempt (recorded as cancelled, the
         # HTTP response and any half-open probe released) now, not whenever the GC gets to it.
         async with aclosing(
-            self._run(request.replace(stream=True), request_id, streaming=True)
+            self._run(request.replace(stream=True), request_id, streaming=True, budget_s=budget_s)
         ) as items:
             async for item in items:
                 assert not isinstance(item, Response)
@@ -131,13 +136,21 @@ class Chain:
     # --- the loop ------------------------------------------------------------------------
 
     async def _run(
-        self, request: Request, request_id: str | None, *, streaming: bool
+        self,
+        request: Request,
+        request_id: str | None,
+        *,
+        streaming: bool,
+        budget_s: float | None = None,
     ) -> AsyncIterator[Response | StreamEvent]:
+        policy = self.policy
+        if budget_s is not None and 0 < budget_s < policy.budget_s:
+            policy = policy.replace(budget_s=budget_s)
         run = RequestRun(
             self.route,
             request,
             request_id or uuid.uuid4().hex,
-            self.policy,
+            policy,
             self.clock,
             self.breakers,
             self.hooks,

@@ -436,3 +436,24 @@ def test_a_cancelled_request_records_its_attempt_as_cancelled_and_releases_the_p
     assert rig.breaker(PRIMARY).probe_until is None
     rig.fake.latency(model(PRIMARY), fixed_ms=0)
     assert rig.complete().fallback_depth == 0  # the next request may probe at once
+
+
+def test_a_caller_budget_only_ever_shortens_the_route_budget():
+    """`budget_s` from the caller (the gateway passes the SDK's read timeout) caps the chain;
+    a longer one is ignored."""
+    clock = VirtualClock()
+    transport = FakeTransport(clock=clock)
+    transport.latency("*", fixed_ms=3_000)
+
+    async def main(budget: float) -> float:
+        provider = OpenAIProvider("gpt", api_key="k", base_url="http://f/v1",
+                                  transport=transport, clock=clock)  # fmt: skip
+        chain = Chain("r", [Target(provider, "gpt-4.1-mini")], clock=clock,
+                      policy=Policy(budget_s=10))  # fmt: skip
+        start = clock.now()
+        with contextlib.suppress(AllProvidersUnavailable):
+            await chain.complete(Request(messages=(Message.user("hi"),)), budget_s=budget)
+        return clock.now() - start
+
+    assert clock.run(main(1.0)) <= 1.05
+    assert clock.run(main(60.0)) == pytest.approx(3.0, abs=0.05)

@@ -44,6 +44,7 @@ from engine.gateway.httputil import (
     GONE,
     ClosingStream,
     Scrubber,
+    caller_budget_s,
     key_accepted,
     read_body,
     route_headers,
@@ -190,7 +191,12 @@ class Gateway:
     ) -> Response:
         try:
             answer = await unless_disconnected(
-                request, chain.complete(parsed.request, request_id=call.request_id)
+                request,
+                chain.complete(
+                    parsed.request,
+                    request_id=call.request_id,
+                    budget_s=caller_budget_s(request.headers),
+                ),
             )
         except ChainError as exc:
             return await self._chain_failed(call, exc)
@@ -215,7 +221,9 @@ class Gateway:
     ) -> Response:
         """Hold the head until the chain commits (StreamStart, just before the first content),
         then stream; the body closes the chain's stream however the response ends."""
-        events = chain.stream(parsed.request, request_id=call.request_id)
+        events = chain.stream(
+            parsed.request, request_id=call.request_id, budget_s=caller_budget_s(request.headers)
+        )
         try:
             first = await unless_disconnected(request, anext(events))
         except ChainError as exc:

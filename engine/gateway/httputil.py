@@ -149,3 +149,24 @@ class Scrubber:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return _KEY_LIKE.sub(r"\1***", text)
+
+
+# The official SDKs say how long they will wait for the head (600 s by default); past it they
+# give up and retry while the chain is still working. Finish the chain a little before that.
+READ_TIMEOUT_HEADER = "x-stainless-read-timeout"
+READ_TIMEOUT_MARGIN_S = 1.0
+
+
+def caller_budget_s(headers: Mapping[str, str]) -> float | None:
+    """The time the caller will wait, less a margin; None when it does not say (or says
+    nonsense)."""
+    raw = headers.get(READ_TIMEOUT_HEADER)
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return None
+    if not seconds > READ_TIMEOUT_MARGIN_S or seconds != seconds or seconds == float("inf"):
+        return None
+    return seconds - READ_TIMEOUT_MARGIN_S

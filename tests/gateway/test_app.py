@@ -325,3 +325,15 @@ def test_a_gateway_bug_is_a_logged_500_in_the_callers_dialect(
     assert assert_error_shape(response, ANTHROPIC_PATH)["type"] == "api_error"
     assert "a bug" not in response.text
     assert any(r.exc_info and "a bug" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_the_chain_finishes_before_an_sdk_would_give_up():
+    """An SDK that waits 5 s for the head (x-stainless-read-timeout) gets an answer from the
+    gateway before then, not a chain still working when it retries."""
+    from engine.gateway.httputil import caller_budget_s
+
+    assert caller_budget_s({"x-stainless-read-timeout": "5"}) == 4.0
+    assert caller_budget_s({"x-stainless-read-timeout": "600"}) == 599.0
+    assert caller_budget_s({}) is None
+    for nonsense in ("soon", "0", "-3", "nan", "inf"):
+        assert caller_budget_s({"x-stainless-read-timeout": nonsense}) is None
