@@ -197,23 +197,25 @@ def up(
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port of the demo's fake providers.")] = 8700,
+    gateway_port: Annotated[int, typer.Option(help="Port of the gateway.")] = 8787,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Start Switchover on this machine; Ctrl-C stops everything."""
+    """Start Switchover on this machine (gateway and scheduler; with --demo also the fake
+    providers and traffic); Ctrl-C stops everything."""
     from engine.paths import DataPaths
+    from engine.supervisor import run_stack
     from simulations.demo import run_demo, wants_demo
 
     if demo is None:
         demo, reason = wants_demo(config)
         typer.echo(reason)
-    if not demo:
-        raise _fail(
-            "only the demo can run so far without a gateway: `switchover ask ROUTE PROMPT` "
-            f"uses {config} directly"
-        )
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    if demo:
+        job = run_demo(port=port, paths=paths, gateway_port=gateway_port)
+    else:
+        job = run_stack(config, paths, gateway_port=gateway_port, say=typer.echo)
     try:
-        asyncio.run(run_demo(port=port, paths=paths))
+        asyncio.run(job)
     except KeyboardInterrupt:
         typer.echo("stopped")
 

@@ -107,7 +107,7 @@ class Pipeline:
             self._published_at = started
         report = CycleReport(files, rows, since, (self.now() - started).total_seconds())
         if rows:
-            log.info("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
+            log.debug("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
         return report
 
     def day_rollups(self) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
-import sys
 import time
 import tomllib
 from collections import Counter
@@ -27,6 +25,7 @@ from engine.config import Config, load_config, parse_config
 from engine.errors import ChainError, ConfigError
 from engine.paths import DataPaths
 from engine.store.publish import RECENT_ATTEMPTS, read_manifest
+from engine.supervisor import child, stack
 from engine.switchover import Switchover
 from engine.types import Attempt, MessageEnd, Response, StreamError, StreamStart
 from simulations.fakes import FakeProviders
@@ -98,12 +97,16 @@ async def run_demo(
     incidents: tuple[Incident, ...] = INCIDENTS,
     report_every_s: float = 10.0,
     paths: DataPaths | None = None,
+    gateway_port: int | None = None,
 ) -> None:
-    """With `paths`, every attempt is spooled there and a scheduler process ingests it into
-    the database and publishes snapshots, as in production."""
+    """With `paths`, every attempt is spooled there, and the scheduler and the gateway (on
+    `gateway_port`) run as their own processes on the demo routes, as in production."""
     os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-secret")
     tally = Tally()
-    async with FakeProviders("127.0.0.1", port) as fake, _scheduler(paths, say):
+    async with (
+        FakeProviders("127.0.0.1", port) as fake,
+        _processes(paths, fake.port, gateway_port, say),
+    ):
         plan_incidents(fake, incidents)
         sw = Switchover(demo_config(fake.port), hooks=[tally.record], record_to=paths)
         say(f"fake providers on {fake.base_url} (control: {fake.base_url}/_fake/log)")
@@ -207,25 +210,22 @@ def _telemetry_line(sw: Switchover, paths: DataPaths | None) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _scheduler(paths: DataPaths | None, say: Say) -> AsyncIterator[None]:
-    """The scheduler as its own process (it alone opens the database), stopped with SIGTERM
-    after the writers have flushed, so its last cycle ingests everything."""
+async def _processes(
+    paths: DataPaths | None, fake_port: int, gateway_port: int | None, say: Say
+) -> AsyncIterator[None]:
     if paths is None:
         yield
         return
-    command = [sys.executable, "-m", "engine.cli", "scheduler", "--data-dir", str(paths.root),
-               "--config", str(DEMO_CONFIG)]  # fmt: skip
-    process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL)
-    say(f"scheduler running (pid {process.pid}): {paths.database} → {paths.published}/")
-    try:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    config = paths.root / "demo.toml"  # the demo routes, pointed at this run's fake providers
+    config.write_text(DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{fake_port}"))
+    if gateway_port is None:
+        async with child("scheduler", ["scheduler", "--data-dir", str(paths.root),
+                                       "--config", str(config)], say):  # fmt: skip
+            yield
+        return
+    async with stack(config, paths, gateway_port=gateway_port, say=say):
         yield
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), 30)
-        if process.returncode is None:
-            process.kill()
 
 
 def _breaker_line(key: str, state: BreakerState) -> str:
