@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.gateway.dialects.anthropic_request import parse
-from engine.gateway.dialects.base import Parsed, sse_event
+from engine.gateway.dialects.base import EncoderBase, Parsed, sse_event
 from engine.providers.anthropic_codec import sanitize_tool_id
 from engine.providers.codec import tool_input
 from engine.providers.openai_codec import parse_arguments
@@ -31,7 +31,6 @@ from engine.types import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
-    UsageUpdate,
 )
 
 __all__ = ["ANTHROPIC", "AnthropicDialect", "AnthropicStreamEncoder", "error_type_for"]
@@ -131,7 +130,7 @@ def _tool_use(call: ToolCall) -> dict[str, Any]:
     }
 
 
-class AnthropicStreamEncoder:
+class AnthropicStreamEncoder(EncoderBase):
     """A neutral stream as Messages events: message_start, then each block's start, deltas and
     stop, then message_delta (stop reason, cumulative usage) and message_stop.
 
@@ -172,19 +171,8 @@ class AnthropicStreamEncoder:
         }
         return sse_event({"type": "message_start", "message": message})
 
-    def event(self, event: StreamEvent) -> bytes:
-        if isinstance(event, StreamStart):
-            return self.start(event)
-        if isinstance(event, MessageEnd):
-            return self.end(event)
-        if isinstance(event, StreamError):
-            return self.error(event)
-        if self._closed:
-            return b""
-        if isinstance(event, UsageUpdate):
-            self._usage = event.usage
-            return b""
-        out = self.start()  # content before StreamStart still gets its message_start first
+    def _content(self, event: StreamEvent) -> bytes:
+        out = b""
         if isinstance(event, TextDelta) and event.text:
             if not self._text_open:
                 out += self._flush_calls()

@@ -14,11 +14,21 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.types import MessageEnd, Request, Response, StreamError, StreamEvent, StreamStart
+from engine.types import (
+    MessageEnd,
+    Request,
+    Response,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    Usage,
+    UsageUpdate,
+)
 
 __all__ = [
     "FEATURE_HEADER",
@@ -76,6 +86,43 @@ class StreamEncoder(Protocol):
     def event(self, event: StreamEvent) -> bytes: ...
     def end(self, event: MessageEnd) -> bytes: ...
     def error(self, event: StreamError) -> bytes: ...
+
+
+class EncoderBase(ABC):
+    """What both dialects' stream encoders do alike: route the chain's events, remember the
+    latest usage, and open the stream (role chunk / message_start) before any content, so
+    content that arrives before StreamStart is still framed. Subclasses say how a content
+    event is written (`_content`), how a stream starts, ends and fails."""
+
+    _closed: bool
+    _usage: Usage
+
+    @abstractmethod
+    def start(self, event: StreamStart | None = None) -> bytes: ...
+
+    @abstractmethod
+    def end(self, event: MessageEnd) -> bytes: ...
+
+    @abstractmethod
+    def error(self, event: StreamError) -> bytes: ...
+
+    @abstractmethod
+    def _content(self, event: StreamEvent) -> bytes:
+        """A content event (text, tool call start or fragment), after the opening."""
+
+    def event(self, event: StreamEvent) -> bytes:
+        if isinstance(event, StreamStart):
+            return self.start(event)
+        if isinstance(event, MessageEnd):
+            return self.end(event)
+        if isinstance(event, StreamError):
+            return self.error(event)
+        if self._closed:
+            return b""
+        if isinstance(event, UsageUpdate):
+            self._usage = event.usage
+            return b""
+        return self.start() + self._content(event)
 
 
 class Dialect(Protocol):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from engine.gateway.dialects.base import Parsed, sse_data, status_for_error_type
+from engine.gateway.dialects.base import EncoderBase, Parsed, sse_data, status_for_error_type
 from engine.gateway.dialects.openai_request import parse
 from engine.providers.codec import arguments_text
 from engine.types import (
@@ -29,7 +29,6 @@ from engine.types import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
-    UsageUpdate,
 )
 
 __all__ = ["OPENAI", "OpenAIDialect", "OpenAIStreamEncoder", "error_type_for", "finish_reason"]
@@ -152,7 +151,7 @@ def _wire_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-class OpenAIStreamEncoder:
+class OpenAIStreamEncoder(EncoderBase):
     """A neutral stream as `chat.completion.chunk`s. Tool calls are numbered 0, 1, ... in the
     order they start, whatever indexes the neutral stream used, because the SDK's accumulator
     uses the index as a list position. After `end` or `error` nothing more is written."""
@@ -179,19 +178,8 @@ class OpenAIStreamEncoder:
         self._started = True
         return self._chunk({"role": "assistant", "content": "", "refusal": None})
 
-    def event(self, event: StreamEvent) -> bytes:
-        if isinstance(event, StreamStart):
-            return self.start(event)
-        if isinstance(event, MessageEnd):
-            return self.end(event)
-        if isinstance(event, StreamError):
-            return self.error(event)
-        if self._closed:
-            return b""
-        if isinstance(event, UsageUpdate):
-            self._usage = event.usage
-            return b""
-        out = self.start()  # content before StreamStart still gets its role chunk first
+    def _content(self, event: StreamEvent) -> bytes:
+        out = b""
         if isinstance(event, TextDelta) and event.text:
             out += self._chunk({"content": event.text})
         elif isinstance(event, ToolCallStart) and event.index not in self._calls:
