@@ -217,7 +217,7 @@ async def _processes(
         yield
         return
     paths.root.mkdir(parents=True, exist_ok=True)
-    config = paths.root / "demo.toml"  # the demo routes, pointed at this run's fake providers
+    config = paths.root / "demo-runtime.toml"  # the demo routes, on this run's fake providers
     config.write_text(DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{fake_port}"))
     if gateway_port is None:
         async with child("scheduler", ["scheduler", "--data-dir", str(paths.root),
