@@ -17,6 +17,8 @@ Layout, one concern per module:
     stats         percentiles, one comparison row, one telemetry figure (pure)
     cases         which comparisons make up the chain's table
     fake_process  the fake providers as a subprocess
+    transports    httpx's default transport against the alternatives under concurrency (alone:
+                  `python -m bench.transports`; not part of `make bench`)
     recorder      the recorder hook and a spool flush
     store         spool ingest rows/s; publishing and reading a day of traffic's snapshots
     scheduler     one scheduler cycle over a 10 M-attempt store, and the Live page's reads

@@ -84,3 +84,16 @@ def test_a_connect_timeout_is_retried_then_falls_back_within_the_budget():
     assert response.model == "backup"
     assert [a.error_class for a in attempts] == ["connect", "connect", None]
     assert 4.0 <= elapsed < FAST_POLICY.budget_s  # two 2 s connect timeouts, then the backup
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+async def test_a_reset_after_the_request_was_sent_is_recorded_as_maybe_billed(
+    stack: Stack, dialect: str
+):
+    """Row 15 over a real socket: not a connect failure (nothing sent, nothing billed) but an
+    ambiguous reset, whatever the transport underneath reports."""
+    chain = stack.chain((dialect, "primary#reset"), ("openai", "backup"))
+    await chain.complete(ask())
+    first = stack.attempts[0]
+    assert (first.error_class, first.fault_kind) == ("reset", "ambiguous")
+    assert first.tokens_estimated and first.input_tokens > 0, "the prompt may have been billed"
