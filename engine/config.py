@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from engine.alerts.rules import AlertingConfig, parse_alerting
 from engine.errors import ConfigError
 from engine.policy import POLICY_KEYS, Policy
 from engine.pricing import GENAI_PRICES_SOURCE, PriceOverride, known_price_provider
@@ -26,7 +27,7 @@ DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
 }
-_TOP_LEVEL = ("providers", "routes", "policy", "prices")
+_TOP_LEVEL = ("providers", "routes", "policy", "prices", "alerts", "alerting")
 _PROVIDER_KEYS = (
     "kind",
     "base_url",
@@ -94,6 +95,8 @@ class Config:
     # [prices."provider/model"] or [prices."model"]: overrides that win over genai-prices.
     prices: Mapping[str, PriceOverride] = field(default_factory=dict)
     source: str = "switchover.toml"
+    # [[alerts]] rules (with the built-in ones) and [alerting] receivers.
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
 
 
 def load_config(path: str | Path) -> Config:
@@ -130,7 +133,15 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
         name: _price(name, table, fail)
         for name, table in _table(data.get("prices", {}), "prices", fail).items()
     }
-    return Config(providers=providers, routes=routes, policy=policy, prices=prices, source=source)
+    alerting = parse_alerting(data.get("alerts"), data.get("alerting"), fail, routes=tuple(routes))
+    return Config(
+        providers=providers,
+        routes=routes,
+        policy=policy,
+        prices=prices,
+        source=source,
+        alerting=alerting,
+    )
 
 
 def parse_target(text: str) -> TargetConfig:

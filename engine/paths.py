@@ -1,6 +1,6 @@
 """Where Switchover keeps its runtime files, under one data folder (default `data/`, or
-`SWITCHOVER_DATA_DIR`). Writers only ever touch `spool/`; the scheduler alone opens the
-database; readers only read `published/`."""
+`SWITCHOVER_DATA_DIR`). Writers only ever touch `spool/` (and `control/`, requests to the
+scheduler); the scheduler alone opens the database; readers only read `published/`."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ class DataPaths:
     @property
     def published(self) -> Path:
         return self.root / "published"
+
+    @property
+    def control(self) -> Path:
+        """Requests to the scheduler from other processes (silences): files it takes in."""
+        return self.root / "control"
 
     @property
     def reports(self) -> Path:

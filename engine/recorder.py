@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import records
+from engine.breaker_events import EVENTS_DIR, BreakerEvent, write_events
 from engine.clock import Clock, SystemClock
 from engine.types import Attempt
 
@@ -96,6 +97,7 @@ class Recorder:
         self.clock = clock or SystemClock()
         self._file_rows = max(flush_rows, FILE_ROWS)
         self._buffer: deque[Attempt] = deque()
+        self._events: deque[BreakerEvent] = deque(maxlen=10_000)  # rare; bounded all the same
         self._wake = threading.Event()
         self._stop = threading.Event()
         # Held by whoever writes (flusher or flush()), never by the hook.
@@ -128,6 +130,11 @@ class Recorder:
             self._drop_oldest(wait=False)
         if size >= self.flush_rows and not self._wake.is_set():
             self._wake.set()
+
+    def breaker_changed(self, event: BreakerEvent) -> None:
+        """A breaker transition, written with the next flush (an append, never I/O)."""
+        self._events.append(event)
+        self._wake.set()
 
     def stats(self) -> RecorderStats:
         return RecorderStats(
@@ -199,7 +206,20 @@ class Recorder:
             except OSError as error:
                 self._warn("write", "cannot fsync the spool folder %s: %r", self.spool_dir, error)
         self._drop_oldest()
+        self._write_events()
         return written
+
+    def _write_events(self) -> None:
+        events = list(self._events)
+        if not events:
+            return
+        try:
+            write_events(self.spool_dir / EVENTS_DIR, events, fsync=self.fsync)
+        except Exception as error:  # kept for the next cycle, like attempts
+            self._warn("events", "cannot write breaker events in %s: %r", self.spool_dir, error)
+            return
+        for _ in events:
+            self._events.popleft()
 
     def _take(self, n: int) -> list[Attempt]:
         batch: list[Attempt] = []

@@ -1,10 +1,11 @@
 """`switchover scheduler`: the one process that owns `data/switchover.duckdb`.
 
-Every few seconds one cycle runs: ingest the spool files (exactly once), refresh the minute and
-hour rollups that the new attempts touch, and publish read-only Parquet snapshots for the
-dashboard and reports. Every quarter of an hour the day rollups catch up. Jobs run one at a
-time on a single worker thread: they share one DuckDB connection, which is not meant for
-concurrent use, and a slow cycle is simply coalesced with the next.
+Every few seconds one cycle runs: ingest the spool files (exactly once) and breaker events,
+refresh the minute and hour rollups that the new attempts touch, evaluate the alert rules and
+send what fired or resolved (engine.alerts; incidents once a minute), and publish read-only
+Parquet snapshots for the dashboard and reports. Every quarter of an hour the day rollups
+catch up. Jobs run one at a time on a single worker thread: they share one DuckDB connection,
+which is not meant for concurrent use, and a slow cycle is simply coalesced with the next.
 
 Nothing else may open the database file; everything else reads `data/published/`.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +23,9 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 
+from engine.alerts.rules import AlertingConfig
+from engine.alerts.watch import Watch
+from engine.breaker_events import EVENTS_DIR, ingest_events
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.store import publish as publishing
@@ -50,6 +55,18 @@ _SNAPSHOTS: tuple[tuple[str, str], ...] = (
     ("rollup_hour", "SELECT * FROM rollup_hour WHERE bucket >= $now - INTERVAL 35 DAY"),
     ("rollup_day", "SELECT * FROM rollup_day"),
     ("route_primaries", "SELECT * FROM route_primaries"),
+    ("alerts", "SELECT * FROM alerts WHERE state = 'firing' OR fired_at >= $now - INTERVAL 35 DAY"),
+    (
+        "alert_notifications",
+        "SELECT * EXCLUDE (payload) FROM alert_notifications"
+        " WHERE created_at >= $now - INTERVAL 35 DAY",
+    ),
+    ("alert_silences", "SELECT * FROM alert_silences WHERE ends_at >= $now - INTERVAL 35 DAY"),
+    ("incidents", "SELECT * FROM incidents"),
+    (
+        "breaker_events",
+        "SELECT * FROM breaker_events WHERE occurred_at >= $now - INTERVAL 35 DAY",
+    ),
 )
 
 
@@ -70,20 +87,36 @@ class Pipeline:
         pricer: Pricer | None = None,
         *,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        alerting: AlertingConfig | None = None,
+        watch: Watch | None = None,
     ) -> None:
+        """`alerting`: the rules and receivers (the built-in rules, no receivers, when None);
+        `watch` replaces the whole alerting pass (tests inject its clock and sender)."""
         self.paths = paths
         self.pricer = pricer or Pricer()
         self.now = now
+        self.watch = watch or Watch(alerting or AlertingConfig(), paths)
         self.con = open_store(paths.database)
         paths.spool.mkdir(parents=True, exist_ok=True)
         paths.published.mkdir(parents=True, exist_ok=True)
         self._day_refreshed_until: datetime | None = None
         self._published_at: datetime | None = None
+        # One job at a time on the connection: the last cycle at shutdown runs on the main
+        # thread while the worker may still be finishing one.
+        self._busy = threading.Lock()
 
     def close(self) -> None:
-        self.con.close()
+        with self._busy:
+            try:
+                self.watch.close()
+            finally:
+                self.con.close()
 
     def cycle(self) -> CycleReport:
+        with self._busy:
+            return self._cycle()
+
+    def _cycle(self) -> CycleReport:
         started = self.now()
         files = rows = 0
         oldest: datetime | None = None
@@ -94,15 +127,19 @@ class Pipeline:
                 oldest = ingested.oldest
             if not ingested.more:
                 break
+        events = ingest_events(self.con, self.paths.spool / EVENTS_DIR)
         since = started - MINUTE_LOOKBACK
-        if oldest is not None and oldest < since:
+        late = oldest is not None and oldest < since
+        if late:
             since = oldest  # a late file (a writer that was offline): recompute back to it
         for lo, hi in _chunks(since, started):
             for grain in ("minute", "hour"):
                 refresh(self.con, grain, lo, hi, self._prices)
         if oldest is not None and oldest < started - timedelta(hours=1):
             self._day_refreshed_until = None  # late data: the day rollups catch up as well
-        if rows or self._published_at is None or started - self._published_at >= IDLE_REPUBLISH:
+        alerts_changed = self._watch(started, late)
+        stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
+        if rows or events or alerts_changed or stale:
             self.publish(started)
             self._published_at = started
         report = CycleReport(files, rows, since, (self.now() - started).total_seconds())
@@ -110,9 +147,22 @@ class Pipeline:
             log.debug("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
         return report
 
+    def _watch(self, now: datetime, late: bool) -> bool:
+        """The alerting pass; whether its snapshots changed. Its failure is logged, never
+        raised: ingest and publishing must go on (telemetry lag is itself an alert)."""
+        try:
+            return self.watch.run(self.con, now, late=late).changed
+        except Exception:
+            log.exception("the alerting pass failed; it runs again next cycle")
+            return False
+
     def day_rollups(self) -> None:
         """Days are sums of minutes: refresh them after the minutes, from where the last run
         stopped (everything, the first time), and trim the ingest ledger."""
+        with self._busy:
+            self._day_rollups()
+
+    def _day_rollups(self) -> None:
         now = self.now()
         since = self._day_refreshed_until or self._oldest_attempt() or now
         for lo, hi in _chunks(min(since, now), now):
@@ -149,10 +199,14 @@ def _chunks(since: datetime, until: datetime) -> list[tuple[datetime, datetime]]
 
 
 def run_scheduler(
-    paths: DataPaths, pricer: Pricer | None = None, *, cycle_s: float = CYCLE_S
+    paths: DataPaths,
+    pricer: Pricer | None = None,
+    *,
+    cycle_s: float = CYCLE_S,
+    alerting: AlertingConfig | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed."""
-    pipeline = Pipeline(paths, pricer)
+    pipeline = Pipeline(paths, pricer, alerting=alerting)
     scheduler = BlockingScheduler(
         executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone=UTC
     )

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 import duckdb
 
+from engine.store.event_tables import EVENT_AND_ALERT_TABLES as EVENT_TABLES
 from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 
@@ -99,6 +100,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         ";\n".join(f"CREATE TABLE {table} ({ROLLUP_COLUMNS})" for table in ROLLUP_TABLES.values())
         + ";\n"
         + HELPER_TABLES,
+    ),
+    Migration(
+        3,
+        "breaker events, alerts, their notifications and silences, incidents",
+        ";\n".join(f"CREATE TABLE {name} ({columns})" for name, columns in EVENT_TABLES.items()),
     ),
 )
 

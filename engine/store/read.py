@@ -32,6 +32,7 @@ import pandas as pd
 
 from engine.records import DUCKDB_COLUMNS
 from engine.store.db import sql_string
+from engine.store.event_tables import EVENT_AND_ALERT_TABLES
 from engine.store.publish import RECENT_ATTEMPTS, Snapshot, read_manifest
 from engine.store.rollups import ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
@@ -42,6 +43,15 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
     **{table: ROLLUP_COLUMNS.replace(" NOT NULL", "") for table in ROLLUP_TABLES.values()},
     "route_primaries": "route VARCHAR, target VARCHAR, provider_kind VARCHAR, model VARCHAR, "
     "last_seen TIMESTAMPTZ",
+    **{
+        table: ", ".join(
+            line.strip().rstrip(",").replace(" NOT NULL", "").replace(" PRIMARY KEY", "")
+            for line in columns.strip().splitlines()
+            # the notification's body stays in the store: it may echo details nobody reads here
+            if not line.strip().startswith("payload ")
+        )
+        for table, columns in EVENT_AND_ALERT_TABLES.items()
+    },
 }
 
 REQUIRED = object()  # a parameter with no default
@@ -118,6 +128,51 @@ QUERIES: dict[str, Query] = {
     },
     "route_primaries": Query(
         "SELECT * FROM route_primaries ORDER BY route", ("route_primaries",), {}
+    ),
+    "alerts": Query(
+        """
+        SELECT * FROM alerts
+        WHERE (state = 'firing' OR fired_at >= $since)
+          AND ($state IS NULL OR state = $state)
+        ORDER BY state = 'firing' DESC, severity = 'critical' DESC, fired_at DESC
+        """,
+        ("alerts",),
+        {"since": REQUIRED, "state": None},
+    ),
+    "alert_notifications": Query(
+        """
+        SELECT * FROM alert_notifications
+        WHERE created_at >= $since AND ($alert_id IS NULL OR alert_id = $alert_id)
+        ORDER BY created_at DESC, notification_id
+        """,
+        ("alert_notifications",),
+        {"since": REQUIRED, "alert_id": None},
+    ),
+    "alert_silences": Query(
+        "SELECT * FROM alert_silences WHERE ends_at > $since ORDER BY ends_at",
+        ("alert_silences",),
+        {"since": REQUIRED},
+    ),
+    "incidents": Query(
+        """
+        SELECT * FROM incidents
+        WHERE (ended_at IS NULL OR ended_at >= $since)
+          AND ($until IS NULL OR started_at < $until)
+          AND ($scope IS NULL OR scope = $scope)
+        ORDER BY ended_at IS NULL DESC, started_at DESC
+        """,
+        ("incidents",),
+        {"since": REQUIRED, "until": None, "scope": None},
+    ),
+    "breaker_events": Query(
+        """
+        SELECT * FROM breaker_events
+        WHERE occurred_at >= $since AND ($until IS NULL OR occurred_at < $until)
+          AND ($target IS NULL OR target = $target)
+        ORDER BY occurred_at, event_id
+        """,
+        ("breaker_events",),
+        {"since": REQUIRED, "until": None, "target": None},
     ),
 }
 

@@ -1,0 +1,322 @@
+"""What each rule kind means, as a query over the store: which subjects are firing now.
+
+`evaluate` returns, for every rule it could evaluate, the observations that fire (one per route,
+target or provider). A rule missing from the result failed to evaluate and keeps its alerts as
+they are; a rule present with no observation has nothing firing, so its alerts resolve.
+Request-level figures come from the minute rollups (refreshed in the same cycle just before),
+latency and credentials from the attempts, breakers from their events, lag from the spool.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+
+from engine.alerts.rules import Rule
+from engine.breaker_events import EVENTS_DIR
+
+log = logging.getLogger("switchover.alerts")
+
+# A process that recorded nothing for this long is gone (restarted, scaled down): its breakers
+# went with it and no longer count as open.
+PROCESS_GONE_AFTER = timedelta(minutes=10)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    rule: Rule
+    subject: str  # a route, target or provider; "all routes"; "spool"
+    value: float  # in rule.unit
+    summary: str  # one line a person acts on, with the numbers
+    cost_usd: Decimal | None = None  # what the condition cost in its window, where it has one
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    con: duckdb.DuckDBPyConnection
+    now: datetime
+    spool_dir: Path
+    wall: Callable[[], float] = time.time  # file ages are measured against the real clock
+
+    def since(self, rule: Rule) -> datetime:
+        return self.now - timedelta(seconds=rule.window_s)
+
+
+def evaluate(rules: Iterable[Rule], ctx: Context) -> dict[str, list[Observation]]:
+    results: dict[str, list[Observation]] = {}
+    for rule in rules:
+        try:
+            results[rule.name] = _KINDS[rule.kind](rule, ctx)
+        except Exception:  # one broken rule must not silence the others
+            log.exception("alert rule %s could not be evaluated", rule.name)
+    return results
+
+
+def _route_filter(rule: Rule) -> tuple[str, dict[str, object]]:
+    if not rule.routes:
+        return "", {}
+    return " AND route IN (SELECT unnest($routes))", {"routes": list(rule.routes)}
+
+
+def _window(rule: Rule) -> str:
+    minutes = rule.window_s / 60
+    return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
+
+
+def _usd(value: Decimal | None) -> str:
+    return f"${value or 0:,.4f}"
+
+
+_ROUTE_FIGURES = """
+    SELECT route, sum(requests)::BIGINT AS requests,
+        sum(answered_by_fallback)::BIGINT AS by_fallback, sum(unavailable)::BIGINT AS unavailable,
+        sum(request_faults)::BIGINT AS request_faults,
+        coalesce(sum(fallback_premium_usd), 0) + coalesce(sum(rewarm_usd), 0) AS premium,
+        coalesce(sum(wasted_usd), 0) AS wasted
+    FROM rollup_minute
+    WHERE bucket >= time_bucket(INTERVAL 1 MINUTE, $since) AND bucket <= $now {routes}
+    GROUP BY route ORDER BY route
+"""
+
+
+def _route_rows(rule: Rule, ctx: Context, since: datetime | None = None) -> list[tuple]:
+    routes, params = _route_filter(rule)
+    return ctx.con.execute(
+        _ROUTE_FIGURES.format(routes=routes),
+        {"since": since or ctx.since(rule), "now": ctx.now, **params},
+    ).fetchall()
+
+
+def _fallback_rate(rule: Rule, ctx: Context) -> list[Observation]:
+    fired = []
+    for route, requests, by_fallback, _, _, premium, wasted in _route_rows(rule, ctx):
+        if not requests or requests < rule.min_requests:
+            continue
+        rate = 100.0 * by_fallback / requests
+        if rate > rule.threshold:
+            summary = (
+                f"{route}: {rate:.1f} % of {requests} requests answered by a backup in the "
+                f"last {_window(rule)} (threshold {rule.threshold:g} %); fallback premium "
+                f"{_usd(premium)}, wasted {_usd(wasted)}"
+            )
+            fired.append(Observation(rule, route, rate, summary, premium + wasted))
+    return fired
+
+
+def _unavailable(rule: Rule, ctx: Context) -> list[Observation]:
+    fired = []
+    for route, requests, _, unavailable, _, _, wasted in _route_rows(rule, ctx):
+        if unavailable and unavailable >= max(rule.threshold, 1):
+            summary = (
+                f"{route}: {unavailable} of {requests} requests failed with every provider "
+                f"unavailable in the last {_window(rule)}; wasted {_usd(wasted)}"
+            )
+            fired.append(Observation(rule, route, float(unavailable), summary, wasted))
+    return fired
+
+
+def _request_faults(rule: Rule, ctx: Context) -> list[Observation]:
+    since = ctx.since(rule)
+    usual = {
+        route: (faults / requests if requests else 0.0)
+        for route, requests, _, _, faults, _, _ in _route_rows(
+            Rule(rule.name, rule.kind, rule.severity, 0, 86400, routes=rule.routes),
+            Context(ctx.con, since, ctx.spool_dir),
+        )
+    }
+    fired = []
+    for route, requests, _, _, faults, _, _ in _route_rows(rule, ctx):
+        if not requests or faults < max(rule.min_requests, 1):
+            continue
+        rate = 100.0 * faults / requests
+        baseline = 100.0 * usual.get(route, 0.0)
+        if rate > rule.threshold and rate >= rule.baseline_factor * baseline:
+            summary = (
+                f"{route}: {faults} of {requests} requests refused as malformed in the last "
+                f"{_window(rule)} ({rate:.1f} %, usually {baseline:.1f} %): often a change in "
+                "the provider's API or in the caller's requests; the breaker ignores these"
+            )
+            fired.append(Observation(rule, route, rate, summary))
+    return fired
+
+
+def _money_per_hour(column: str, what: str) -> Callable[[Rule, Context], list[Observation]]:
+    def check(rule: Rule, ctx: Context) -> list[Observation]:
+        routes, params = _route_filter(rule)
+        (total,) = ctx.con.execute(
+            f"SELECT coalesce(sum({column}), 0) FROM rollup_minute "
+            "WHERE bucket >= time_bucket(INTERVAL 1 MINUTE, $since) AND bucket <= $now" + routes,
+            {"since": ctx.since(rule), "now": ctx.now, **params},
+        ).fetchone()
+        per_hour = float(total) * 3600 / max(rule.window_s, 60)
+        if per_hour <= rule.threshold:
+            return []
+        subject = ", ".join(rule.routes) or "all routes"
+        summary = (
+            f"{subject}: {what} at ${per_hour:,.2f}/h over the last {_window(rule)} "
+            f"(budget ${rule.threshold:,.2f}/h); {_usd(total)} so far"
+        )
+        return [Observation(rule, subject, per_hour, summary, total)]
+
+    return check
+
+
+_LATENCY = """
+    SELECT route, count(*) AS requests, quantile_cont(ms, 0.99) AS p99 FROM (
+        SELECT arg_min(route, attempt_number) AS route,
+            (max(epoch_us(started_at) + latency_ms * 1000) - min(epoch_us(started_at)))
+                / 1000 AS ms
+        FROM attempts WHERE started_at >= $since AND started_at <= $now {routes}
+        GROUP BY request_id HAVING NOT bool_or(decision = 'fail_fast')
+    ) GROUP BY route ORDER BY route
+"""
+
+
+def _latency_p99(rule: Rule, ctx: Context) -> list[Observation]:
+    routes, params = _route_filter(rule)
+    rows = ctx.con.execute(
+        _LATENCY.format(routes=routes), {"since": ctx.since(rule), "now": ctx.now, **params}
+    ).fetchall()
+    fired = []
+    for route, requests, p99 in rows:
+        if requests >= max(rule.min_requests, 1) and p99 > rule.threshold:
+            summary = (
+                f"{route}: p99 request latency {p99 / 1000:.1f} s over {requests} requests in "
+                f"the last {_window(rule)} (threshold {rule.threshold / 1000:g} s)"
+            )
+            fired.append(Observation(rule, route, p99, summary))
+    return fired
+
+
+# A key, account or quota problem is the provider's (every model there); a missing model only
+# that target's. Fixed when the same subject has answered since.
+_CREDENTIAL = """
+WITH faults AS (
+    SELECT CASE WHEN error_class = 'model_not_found' THEN target ELSE provider END AS subject,
+        error_class = 'model_not_found' AS per_target,
+        count(*) AS faults, max(started_at) AS last_fault,
+        arg_max(error_class, started_at) AS error_class,
+        arg_max(http_status, started_at) AS status,
+        arg_max(error_type, started_at) AS error_type,
+        string_agg(DISTINCT route, ', ' ORDER BY route) AS routes
+    FROM attempts
+    WHERE fault_kind = 'account' AND started_at >= $since AND started_at <= $now
+    GROUP BY ALL
+)
+SELECT f.*, (
+    SELECT max(s.started_at) FROM attempts s
+    WHERE s.outcome = 'success' AND s.started_at >= $since AND s.started_at <= $now
+        AND (CASE WHEN f.per_target THEN s.target ELSE s.provider END) = f.subject
+) AS last_ok
+FROM faults f ORDER BY subject
+"""
+
+
+def _credential(rule: Rule, ctx: Context) -> list[Observation]:
+    rows = ctx.con.execute(_CREDENTIAL, {"since": ctx.since(rule), "now": ctx.now}).fetchall()
+    fired = []
+    for subject, _, faults, last_fault, error_class, status, error_type, routes, last_ok in rows:
+        if (last_ok is not None and last_ok >= last_fault) or faults <= rule.threshold:
+            continue
+        detail = error_class + (f" ({status})" if status else "")
+        if error_type and error_type != error_class:
+            detail += f", {error_type}"
+        summary = (
+            f"{subject}: the provider refused the credential or account: {detail}, "
+            f"{faults} times since {last_fault:%H:%M:%S} UTC at the latest; no success since. "
+            f"Routes falling back: {routes}. Check the key, billing and quota."
+        )
+        fired.append(Observation(rule, subject, float(faults), summary))
+    return fired
+
+
+_BREAKERS = """
+WITH per_process AS (
+    SELECT target, host, process_id,
+        arg_max(to_status, (occurred_at, seq)) AS status,
+        max(occurred_at) FILTER (from_status = 'closed') AS opened_at,
+        arg_max(reason, (occurred_at, seq)) FILTER (to_status = 'open') AS reason,
+        max(occurred_at) AS last_event
+    FROM breaker_events WHERE occurred_at <= $now
+    GROUP BY ALL
+),
+alive AS (
+    SELECT host, process_id FROM attempts WHERE started_at >= $alive_since
+    GROUP BY ALL
+)
+SELECT target, min(opened_at) AS opened_at, count(*) AS processes,
+    string_agg(DISTINCT reason, ', ') AS reasons
+FROM per_process p
+WHERE status <> 'closed' AND opened_at IS NOT NULL
+    AND (last_event >= $alive_since
+         OR EXISTS (SELECT 1 FROM alive a WHERE a.host = p.host AND a.process_id = p.process_id))
+GROUP BY target ORDER BY target
+"""
+
+
+def _breaker_open(rule: Rule, ctx: Context) -> list[Observation]:
+    rows = ctx.con.execute(
+        _BREAKERS, {"now": ctx.now, "alive_since": ctx.now - PROCESS_GONE_AFTER}
+    ).fetchall()
+    fired = []
+    for target, opened_at, processes, reasons in rows:
+        minutes = (ctx.now - opened_at).total_seconds() / 60
+        if minutes >= rule.threshold:
+            where = f" in {processes} processes" if processes > 1 else ""
+            summary = (
+                f"{target}: breaker open{where} for {minutes:.0f} min since "
+                f"{opened_at:%H:%M} UTC ({reasons or 'failures'}); its traffic goes to the "
+                "backups, and probes have not closed it"
+            )
+            fired.append(Observation(rule, target, minutes, summary))
+    return fired
+
+
+def _telemetry_lag(rule: Rule, ctx: Context) -> list[Observation]:
+    oldest: float | None = None
+    for folder, suffix in ((ctx.spool_dir, ".parquet"), (ctx.spool_dir / EVENTS_DIR, ".jsonl")):
+        try:
+            entries = list(folder.iterdir())
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.name.endswith(suffix):
+                continue
+            try:
+                mtime = entry.stat().st_mtime
+            except FileNotFoundError:  # ingested meanwhile
+                continue
+            oldest = mtime if oldest is None else min(oldest, mtime)
+    if oldest is None:
+        return []
+    age = ctx.wall() - oldest
+    if age <= rule.threshold:
+        return []
+    summary = (
+        f"spool: the oldest attempt file has waited {age:.0f} s to be ingested (threshold "
+        f"{rule.threshold:g} s): the scheduler is failing or overloaded; the dashboard and "
+        "alerts lag behind"
+    )
+    return [Observation(rule, "spool", age, summary)]
+
+
+_KINDS: dict[str, Callable[[Rule, Context], list[Observation]]] = {
+    "fallback_rate": _fallback_rate,
+    "unavailable": _unavailable,
+    "request_faults": _request_faults,
+    "fallback_premium": _money_per_hour(
+        "coalesce(fallback_premium_usd, 0) + coalesce(rewarm_usd, 0)", "fallback premium"
+    ),
+    "spend": _money_per_hour("cost_usd", "spend"),
+    "latency_p99": _latency_p99,
+    "credential": _credential,
+    "breaker_open": _breaker_open,
+    "telemetry_lag": _telemetry_lag,
+}

@@ -1,0 +1,267 @@
+"""Webhook delivery: payloads, a sender thread, and the outbox that drives it.
+
+    lifecycle ──INSERT──► alert_notifications (pending) ──Outbox.dispatch──► Sender thread
+         ▲                                                                     │ POST, timeout
+         └────────────── delivered / retrying (backoff) / failed ◄── results ──┘
+
+The scheduler's thread only reads and writes the outbox table; the HTTP calls happen on the
+sender's own thread, so a receiver that hangs for its whole timeout delays nothing but its own
+notifications. Results come back through a queue and are written on the next pass. A failed
+delivery (timeout, connection refused, any non-2xx) is retried after BACKOFF_S, up to the
+receiver's `max_attempts`, then marked failed with the last error: the dashboard lists it.
+Delivery is at least once: a receiver may see a retry of something it already got, so every
+payload carries the notification's id. A webhook URL is a secret: it is read from the
+environment when sending and never stored, logged or shown (errors name the receiver).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import httpx
+
+from engine.alerts.rules import UNITS, Receiver
+
+log = logging.getLogger("switchover.alerts")
+
+BACKOFF_S = (10, 30, 60, 120, 300, 600)  # after the 1st, 2nd... failed delivery
+
+
+# --- payloads ----------------------------------------------------------------------------
+
+
+def payload(kind: str, event: str, alert: Mapping[str, Any]) -> str:
+    """The body sent to a receiver of `kind` ("slack" or "json") for `event`."""
+    body = _slack(event, alert) if kind == "slack" else _generic(event, alert)
+    return json.dumps(body, default=_jsonable)
+
+
+def _generic(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "source": "switchover",
+        "event": event,  # firing, resolved or test
+        "alert": {**alert, "unit": UNITS.get(alert.get("kind", ""), "")},
+    }
+
+
+_ICONS = {("firing", "critical"): ":red_circle:", ("firing", "warning"): ":large_orange_circle:"}
+
+
+def _slack(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
+    """Slack's incoming-webhook body: `text` (the notification line and the fallback) and a
+    section block in mrkdwn."""
+    icon = _ICONS.get((event, alert.get("severity", "")), ":large_green_circle:")
+    state = {"firing": "FIRING", "resolved": "RESOLVED"}.get(event, event.upper())
+    head = f"{icon} *{state}* [{alert.get('severity')}] {alert.get('rule')}: {alert.get('subject')}"
+    lines = [head, str(alert.get("summary", ""))]
+    if alert.get("cost_usd") is not None:
+        lines.append(f"Cost so far: ${Decimal(alert['cost_usd']):,.4f}")
+    if event == "resolved" and alert.get("fired_at") and alert.get("resolved_at"):
+        lines.append(f"Lasted {_duration(alert['resolved_at'] - alert['fired_at'])}")
+    text = "\n".join(lines)
+    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+
+
+def _duration(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+# --- sending -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    notification_id: str
+    receiver: Receiver
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    notification_id: str
+    ok: bool
+    http_status: int | None
+    error: str | None
+
+
+def post(receiver: Receiver, body: str, environ: Mapping[str, str] | None = None) -> Result:
+    """One delivery attempt, on the calling thread."""
+    return _post(receiver, body, "", environ)
+
+
+def _post(
+    receiver: Receiver, body: str, notification_id: str, environ: Mapping[str, str] | None
+) -> Result:
+    environ = os.environ if environ is None else environ
+    url = receiver.url or environ.get(receiver.url_env or "", "")
+    if not url:
+        return Result(notification_id, False, None, f"{receiver.url_env} is not set")
+    headers = {"content-type": "application/json", "user-agent": "switchover-alerts"}
+    try:
+        with httpx.Client(timeout=receiver.timeout_s) as client:
+            response = client.post(url, content=body, headers=headers)
+    except httpx.HTTPError as error:
+        # The exception's text may contain the URL (a secret): keep its type only.
+        return Result(notification_id, False, None, f"{type(error).__name__} ({receiver.name})")
+    if 200 <= response.status_code < 300:
+        return Result(notification_id, True, response.status_code, None)
+    return Result(notification_id, False, response.status_code, f"HTTP {response.status_code}")
+
+
+class Sender:
+    """One daemon thread that posts jobs in order; results wait in a queue for `results()`."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = environ
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._results: queue.Queue[Result] = queue.Queue()
+        self._idle = threading.Condition()
+        self._pending = 0
+        self._thread = threading.Thread(target=self._run, name="switchover-alerts", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self._idle:
+            self._pending += 1
+        self._jobs.put(job)
+
+    def results(self) -> list[Result]:
+        done = []
+        while True:
+            try:
+                done.append(self._results.get_nowait())
+            except queue.Empty:
+                return done
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every submitted job has a result (shutdown, tests)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.wait_idle(timeout)
+        self._jobs.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                result = _post(job.receiver, job.body, job.notification_id, self._environ)
+            except Exception as error:  # never let the thread die: deliveries would stop
+                log.exception("alert delivery to %s failed unexpectedly", job.receiver.name)
+                result = Result(job.notification_id, False, None, type(error).__name__)
+            self._results.put(result)
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+
+
+# --- the outbox ----------------------------------------------------------------------------
+
+_DUE = """
+    SELECT notification_id, receiver, payload FROM alert_notifications
+    WHERE status IN ('pending', 'retrying') AND next_attempt_at <= $now
+    ORDER BY created_at, notification_id
+"""
+_DELIVERED = """
+    UPDATE alert_notifications SET status = 'delivered', attempts = attempts + 1,
+        delivered_at = $now, next_attempt_at = NULL, last_http_status = $status, last_error = NULL
+    WHERE notification_id = $id
+"""
+_FAILED = """
+    UPDATE alert_notifications SET attempts = attempts + 1, last_http_status = $status,
+        last_error = $error,
+        status = CASE WHEN attempts + 1 >= $max THEN 'failed' ELSE 'retrying' END,
+        next_attempt_at = CASE WHEN attempts + 1 >= $max THEN NULL ELSE $retry_at END
+    WHERE notification_id = $id
+"""
+_ATTEMPTS = "SELECT attempts, receiver FROM alert_notifications WHERE notification_id = $id"
+
+
+class Outbox:
+    """Sends due notifications through a Sender and records what became of them."""
+
+    def __init__(
+        self,
+        receivers: tuple[Receiver, ...],
+        sender: Sender | None = None,
+        *,
+        sender_factory: Callable[[], Sender] = Sender,
+    ) -> None:
+        self.receivers = {r.name: r for r in receivers}
+        self._sender = sender
+        self._sender_factory = sender_factory
+        self._in_flight: set[str] = set()
+
+    @property
+    def sender(self) -> Sender:
+        if self._sender is None:  # no thread at all for a config without receivers
+            self._sender = self._sender_factory()
+        return self._sender
+
+    def dispatch(self, con: duckdb.DuckDBPyConnection, now: datetime) -> int:
+        """Record the results that came back, then hand every due notification to the
+        sender; the number handed over."""
+        if self._sender is not None:
+            for result in self._sender.results():
+                self._record(con, result, now)
+        sent = 0
+        for notification_id, receiver_name, body in con.execute(_DUE, {"now": now}).fetchall():
+            if notification_id in self._in_flight:
+                continue
+            receiver = self.receivers.get(receiver_name)
+            if receiver is None:  # removed from the config since: nobody to send it to
+                self._record(con, Result(notification_id, False, None, "receiver removed"), now, 1)
+                continue
+            self._in_flight.add(notification_id)
+            self.sender.submit(Job(notification_id, receiver, body))
+            sent += 1
+        return sent
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self._sender is not None:
+            self._sender.close(timeout)
+
+    def _record(
+        self, con: duckdb.DuckDBPyConnection, result: Result, now: datetime, max_attempts: int = 0
+    ) -> None:
+        self._in_flight.discard(result.notification_id)
+        params = {"id": result.notification_id, "now": now, "status": result.http_status}
+        if result.ok:
+            con.execute(_DELIVERED, params)
+            return
+        row = con.execute(_ATTEMPTS, {"id": result.notification_id}).fetchone()
+        if row is None:
+            return
+        failures, receiver = row[0] + 1, self.receivers.get(row[1])
+        limit = max_attempts or (receiver.max_attempts if receiver else 1)
+        retry_at = now + timedelta(seconds=BACKOFF_S[min(failures, len(BACKOFF_S)) - 1])
+        con.execute(
+            _FAILED,
+            {k: v for k, v in params.items() if k != "now"}
+            | {"error": result.error, "max": limit, "retry_at": retry_at},
+        )
+        log.warning(
+            "alert notification %s not delivered (attempt %d of %d): %s",
+            result.notification_id, failures, limit, result.error,
+        )  # fmt: skip

@@ -1,0 +1,142 @@
+"""An alert's life: it fires once, stays firing while its condition holds, resolves once.
+
+    condition starts ──► alert firing (one row; one "firing" notification per receiver)
+    condition holds  ──► the same row updated (value, summary, cost): nothing sent
+    condition ends   ──► resolved (one "resolved" notification, only if "firing" was sent)
+
+An alert is keyed by (rule, subject): the rule's route, target or provider. While a silence
+covers it, an alert still fires and resolves in the store (the dashboard shows it, marked
+silenced) but nothing is sent; if it is still firing when the silence ends, its "firing"
+notification goes out then. Notifications are rows in an outbox (`alert_notifications`) that
+`delivery.Outbox` sends, so a slow or dead receiver never holds up this pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from engine.alerts.conditions import Observation
+from engine.alerts.delivery import payload
+from engine.alerts.rules import AlertingConfig
+
+log = logging.getLogger("switchover.alerts")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    alert_id: str
+    event: str  # "firing" or "resolved"
+    rule: str
+    subject: str
+    notified: bool  # whether receivers are told (not silenced, and for a resolve: told it fired)
+
+
+_ACTIVE = "SELECT alert_id, rule, subject, notified FROM alerts WHERE state = 'firing'"
+_SILENCED = """
+    SELECT rule, subject FROM alert_silences WHERE starts_at <= $now AND ends_at > $now
+"""
+_INSERT = """
+    INSERT INTO alerts VALUES ($alert_id, $rule, $kind, $severity, $subject, 'firing', $now,
+        NULL, $now, $value, $threshold, $summary, $cost, $notified, $silenced)
+"""
+_UPDATE = """
+    UPDATE alerts SET evaluated_at = $now, value = $value, summary = $summary, cost_usd = $cost,
+        silenced = $silenced, notified = notified OR $notify
+    WHERE alert_id = $alert_id
+"""
+_RESOLVE = """
+    UPDATE alerts SET state = 'resolved', resolved_at = $now, evaluated_at = $now
+    WHERE alert_id = $alert_id
+"""
+
+
+def apply(
+    con: duckdb.DuckDBPyConnection,
+    config: AlertingConfig,
+    evaluated: Mapping[str, Sequence[Observation]],
+    now: datetime,
+) -> list[Change]:
+    """Move the alerts to what `evaluated` says, in one transaction, queueing notifications.
+    Rules absent from `evaluated` (they failed to evaluate) keep their alerts as they are;
+    alerts of rules no longer configured resolve."""
+    active = {
+        (rule, subject): (aid, told) for aid, rule, subject, told in con.execute(_ACTIVE).fetchall()
+    }
+    silences = con.execute(_SILENCED, {"now": now}).fetchall()
+
+    def silenced(rule: str, subject: str) -> bool:
+        return any(r == rule and (s is None or s == subject) for r, s in silences)
+
+    changes: list[Change] = []
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for rule_name, observations in evaluated.items():
+            for obs in observations:
+                quiet = silenced(rule_name, obs.subject)
+                values = {
+                    "now": now, "value": obs.value, "summary": obs.summary,
+                    "cost": obs.cost_usd, "silenced": quiet,
+                }  # fmt: skip
+                known = active.pop((rule_name, obs.subject), None)
+                if known is None:
+                    alert_id = f"{rule_name}:{obs.subject}:{now:%Y%m%dT%H%M%S}"
+                    con.execute(_INSERT, {
+                        **values, "alert_id": alert_id, "rule": rule_name, "kind": obs.rule.kind,
+                        "severity": obs.rule.severity, "subject": obs.subject,
+                        "threshold": obs.rule.threshold, "notified": not quiet,
+                    })  # fmt: skip
+                    changes.append(Change(alert_id, "firing", rule_name, obs.subject, not quiet))
+                    continue
+                alert_id, told = known
+                notify = not told and not quiet  # a silence ended while it still fires
+                con.execute(_UPDATE, {**values, "alert_id": alert_id, "notify": notify})
+                if notify:
+                    changes.append(Change(alert_id, "firing", rule_name, obs.subject, True))
+        for (rule_name, subject), (alert_id, told) in active.items():
+            if rule_name in evaluated or config.rule(rule_name) is None:
+                con.execute(_RESOLVE, {"alert_id": alert_id, "now": now})
+                changes.append(Change(alert_id, "resolved", rule_name, subject, told))
+        for change in changes:
+            if change.notified:
+                _queue(con, config, change, now)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    for change in changes:
+        log.warning(
+            "alert %s %s%s", change.event, change.alert_id, "" if change.notified else " (silenced)"
+        )
+    return changes
+
+
+_ALERT_ROW = """
+    SELECT alert_id, rule, kind, severity, subject, state, fired_at, resolved_at, value,
+        threshold, summary, cost_usd
+    FROM alerts WHERE alert_id = $alert_id
+"""
+_QUEUE = """
+    INSERT OR IGNORE INTO alert_notifications VALUES ($id, $alert_id, $event, $receiver,
+        $payload, 'pending', 0, $now, $now, NULL, NULL, NULL)
+"""
+
+
+def _queue(
+    con: duckdb.DuckDBPyConnection, config: AlertingConfig, change: Change, now: datetime
+) -> None:
+    cursor = con.execute(_ALERT_ROW, {"alert_id": change.alert_id})
+    names = [d[0] for d in cursor.description]
+    alert = dict(zip(names, cursor.fetchone(), strict=True))
+    for receiver in config.receivers:
+        if not receiver.wants(alert["severity"]):
+            continue
+        con.execute(_QUEUE, {
+            "id": f"{change.alert_id}:{change.event}:{receiver.name}",
+            "alert_id": change.alert_id, "event": change.event, "receiver": receiver.name,
+            "payload": payload(receiver.kind, change.event, alert), "now": now,
+        })  # fmt: skip

@@ -1,0 +1,248 @@
+"""Alert rules and receivers: `[[alerts]]` and `[alerting]` in switchover.toml.
+
+    [alerting]
+    builtin_rules = true            # the defaults below, unless a rule of yours takes the name
+    [[alerting.receivers]]
+    name = "oncall"
+    kind = "slack"                  # "slack" (incoming webhook) or "json" (generic)
+    url_env = "SLACK_WEBHOOK_URL"   # a webhook URL is a secret: name the variable holding it
+    min_severity = "warning"
+
+    [[alerts]]
+    name = "support-fallback"
+    kind = "fallback_rate"
+    severity = "critical"
+    threshold = 30                  # the unit is the kind's (UNITS below): here, percent
+    window = "10m"
+    routes = ["support"]
+
+Rules are data; `engine.alerts.conditions` gives each kind its meaning.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+Severity = Literal["warning", "critical"]
+SEVERITIES: tuple[Severity, ...] = ("warning", "critical")
+
+# kind → the unit of its threshold, as shown in alerts and the dashboard.
+UNITS = {
+    "fallback_rate": "%",  # requests answered by a backup ÷ requests, per route
+    "credential": "account faults",  # any 401/403/402/404-model/quota since the last success
+    "breaker_open": "min",  # a target's breaker not closed for this long
+    "unavailable": "requests",  # requests failed with every provider unavailable, per route
+    "fallback_premium": "USD/h",  # extra cost of fallbacks (premium + re-warm), all routes
+    "spend": "USD/h",  # cost of every attempt, all routes
+    "latency_p99": "ms",  # request latency (first attempt to last byte), per route
+    "request_faults": "%",  # requests refused as malformed ÷ requests, per route
+    "telemetry_lag": "s",  # age of the oldest spool file the scheduler has not ingested
+}
+KINDS = tuple(UNITS)
+RECEIVER_KINDS = ("slack", "json")
+
+_RULE_KEYS = (
+    "name", "kind", "severity", "threshold", "window", "min_requests", "routes",
+    "baseline_factor", "description",
+)  # fmt: skip
+_RECEIVER_KEYS = ("name", "kind", "url", "url_env", "timeout_s", "max_attempts", "min_severity")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    kind: str
+    severity: Severity
+    threshold: float  # in UNITS[kind]
+    window_s: float = 300.0  # the trailing period the figure is measured over
+    min_requests: int = 0  # below this many requests in the window the rule stays quiet
+    routes: tuple[str, ...] = ()  # only these routes (empty: every route)
+    baseline_factor: float = 3.0  # request_faults: the rate must also be this × the last day's
+    description: str = ""
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.kind]
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    name: str
+    kind: Literal["slack", "json"]
+    url: str | None = None  # given in the file (a local relay, no secret in it)
+    url_env: str | None = None  # or read from this environment variable when sending
+    timeout_s: float = 5.0
+    max_attempts: int = 6  # deliveries tried (with backoff) before the notification fails
+    min_severity: Severity = "warning"
+
+    def wants(self, severity: str) -> bool:
+        return SEVERITIES.index(severity) >= SEVERITIES.index(self.min_severity)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertingConfig:
+    rules: tuple[Rule, ...] = field(default_factory=lambda: DEFAULT_RULES)
+    receivers: tuple[Receiver, ...] = ()
+
+    def rule(self, name: str) -> Rule | None:
+        return next((r for r in self.rules if r.name == name), None)
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("fallback-rate-5m", "fallback_rate", "warning", 10, 300, min_requests=20,
+         description="More than 10 % of a route's requests answered by a backup in 5 min."),
+    Rule("fallback-rate-1h", "fallback_rate", "critical", 25, 3600, min_requests=100,
+         description="More than 25 % of a route's requests answered by a backup over 1 h."),
+    Rule("credential", "credential", "critical", 0, 86400,
+         description="A provider refused the key or the account (401, 403, 402, 404 model, "
+         "quota or spend limit) and has not answered since."),
+    Rule("breaker-open", "breaker_open", "warning", 5, 0,
+         description="A target's breaker has stayed open (or probing) for 5 min."),
+    Rule("all-unavailable", "unavailable", "critical", 1, 300,
+         description="Requests failed with every provider unavailable in the last 5 min."),
+    Rule("fallback-premium", "fallback_premium", "warning", 10, 3600,
+         description="Fallbacks cost more than $10/h above what the primaries would have."),
+    Rule("latency-p99", "latency_p99", "warning", 30_000, 300, min_requests=20,
+         description="A route's p99 request latency above 30 s over 5 min."),
+    Rule("request-fault-spike", "request_faults", "warning", 5, 900, min_requests=5,
+         description="Over 5 % of a route's requests refused as malformed in 15 min, 3× its "
+         "usual rate: often a provider API change."),
+    Rule("telemetry-lag", "telemetry_lag", "critical", 120, 0,
+         description="Spool files waiting over 2 min: the telemetry pipeline is failing."),
+)  # fmt: skip
+
+
+Fail = Callable[[str, str], Exception]
+
+
+def parse_alerting(
+    alerts: Any, alerting: Any, fail: Fail, routes: tuple[str, ...] = ()
+) -> AlertingConfig:
+    """`[[alerts]]` and `[alerting]` (each may be absent) → AlertingConfig."""
+    alerting = alerting if alerting is not None else {}
+    if not isinstance(alerting, Mapping):
+        raise fail("alerting", "must be a table")
+    for key in alerting:
+        if key not in ("builtin_rules", "receivers"):
+            raise fail(f"alerting.{key}", "unknown key (allowed: builtin_rules, receivers)")
+    builtin = alerting.get("builtin_rules", True)
+    if not isinstance(builtin, bool):
+        raise fail("alerting.builtin_rules", "must be true or false")
+    own = [_rule(i, raw, fail, routes) for i, raw in enumerate(_list(alerts, "alerts", fail))]
+    names = [r.name for r in own]
+    for name in names:
+        if names.count(name) > 1:
+            raise fail("alerts", f"two rules are named {name!r}")
+    rules = [r for r in DEFAULT_RULES if builtin and r.name not in names] + own
+    receivers = [
+        _receiver(i, raw, fail)
+        for i, raw in enumerate(_list(alerting.get("receivers"), "alerting.receivers", fail))
+    ]
+    receiver_names = [r.name for r in receivers]
+    for name in receiver_names:
+        if receiver_names.count(name) > 1:
+            raise fail("alerting.receivers", f"two receivers are named {name!r}")
+    return AlertingConfig(tuple(rules), tuple(receivers))
+
+
+def parse_duration(value: Any) -> float | None:
+    """ "90s", "5m", "1.5h", "7d" or a number of seconds → seconds; None when not one."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) and value >= 0 else None
+    if isinstance(value, str) and (match := _DURATION.match(value.strip())):
+        return float(match.group(1)) * _SECONDS[match.group(2)]
+    return None
+
+
+def _list(value: Any, where: str, fail: Fail) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise fail(where, f"must be an array of tables, like [[{where}]]")
+    return value
+
+
+def _rule(i: int, raw: Any, fail: Fail, routes: tuple[str, ...]) -> Rule:
+    where = f"alerts[{i}]"
+    if not isinstance(raw, Mapping):
+        raise fail(where, "must be a table")
+    for key in raw:
+        if key not in _RULE_KEYS:
+            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(_RULE_KEYS)})")
+    name = raw.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise fail(f"{where}.name", "must be a name of letters, digits, '-', '_' or '.'")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise fail(f"{where}.kind", f"must be one of {', '.join(KINDS)} (got {kind!r})")
+    base = next((r for r in DEFAULT_RULES if r.kind == kind), None)
+    severity = raw.get("severity", base.severity if base else "warning")
+    if severity not in SEVERITIES:
+        raise fail(f"{where}.severity", f"must be warning or critical (got {severity!r})")
+    threshold = raw.get("threshold", base.threshold if base else None)
+    if not _number(threshold) or threshold < 0:
+        raise fail(f"{where}.threshold", f"must be a non-negative number of {UNITS[kind]}")
+    window = parse_duration(raw.get("window", base.window_s if base else 300))
+    if window is None:
+        raise fail(f"{where}.window", 'must be a duration like "5m", "1h" or seconds')
+    min_requests = raw.get("min_requests", base.min_requests if base else 0)
+    if not isinstance(min_requests, int) or isinstance(min_requests, bool) or min_requests < 0:
+        raise fail(f"{where}.min_requests", "must be a non-negative integer")
+    chosen = raw.get("routes", [])
+    if not isinstance(chosen, list) or not all(isinstance(r, str) for r in chosen):
+        raise fail(f"{where}.routes", "must be a list of route names")
+    for route in chosen:
+        if routes and route not in routes:
+            raise fail(f"{where}.routes", f"route {route!r} is not defined in [routes]")
+    factor = raw.get("baseline_factor", 3.0)
+    if not _number(factor) or factor < 0:
+        raise fail(f"{where}.baseline_factor", "must be a non-negative number")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise fail(f"{where}.description", "must be a string")
+    rule = Rule(name, kind, severity, float(threshold), window, min_requests, tuple(chosen))
+    return replace(rule, baseline_factor=float(factor), description=description)
+
+
+def _receiver(i: int, raw: Any, fail: Fail) -> Receiver:
+    where = f"alerting.receivers[{i}]"
+    if not isinstance(raw, Mapping):
+        raise fail(where, "must be a table")
+    for key in raw:
+        if key not in _RECEIVER_KEYS:
+            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(_RECEIVER_KEYS)})")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise fail(f"{where}.name", "must be a non-empty string")
+    kind = raw.get("kind", "json")
+    if kind not in RECEIVER_KINDS:
+        raise fail(f"{where}.kind", f"must be slack or json (got {kind!r})")
+    url, url_env = raw.get("url"), raw.get("url_env")
+    if (url is None) == (url_env is None):
+        raise fail(where, "give either url or url_env (the variable holding a secret URL)")
+    if url is not None and (
+        not isinstance(url, str) or not url.startswith(("http://", "https://"))
+    ):
+        raise fail(f"{where}.url", "must be an http(s) URL")
+    if url_env is not None and (not isinstance(url_env, str) or not url_env):
+        raise fail(f"{where}.url_env", "must name an environment variable")
+    timeout = raw.get("timeout_s", 5.0)
+    if not _number(timeout) or not 0 < timeout <= 60:
+        raise fail(f"{where}.timeout_s", "must be a number of seconds in (0, 60]")
+    attempts = raw.get("max_attempts", 6)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 20:
+        raise fail(f"{where}.max_attempts", "must be an integer from 1 to 20")
+    min_severity = raw.get("min_severity", "warning")
+    if min_severity not in SEVERITIES:
+        raise fail(f"{where}.min_severity", "must be warning or critical")
+    return Receiver(name, kind, url, url_env, float(timeout), attempts, min_severity)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,75 @@
+"""One pass of alerting, run by the scheduler after each cycle's rollups: take in silences,
+evaluate every rule, move the alerts' states, refresh the incidents (once a minute), and hand
+due notifications to the sender. Every step is on the scheduler's connection and thread except
+the HTTP calls, which the outbox's sender thread makes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+
+from engine.alerts import lifecycle
+from engine.alerts.conditions import Context, evaluate
+from engine.alerts.delivery import Outbox
+from engine.alerts.incidents import IncidentPolicy, refresh_incidents
+from engine.alerts.rules import AlertingConfig
+from engine.alerts.silences import ingest_silences
+from engine.paths import DataPaths
+
+log = logging.getLogger("switchover.alerts")
+
+INCIDENTS_EVERY = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchReport:
+    changes: list[lifecycle.Change]
+    silences: int  # silence requests taken in
+    incidents: int | None  # incidents after a refresh; None when not refreshed this pass
+    handed_over: int  # notifications given to the sender
+
+    @property
+    def changed(self) -> bool:
+        """Whether the published alert and incident snapshots are out of date."""
+        return bool(self.changes or self.silences or self.incidents is not None)
+
+
+class Watch:
+    def __init__(
+        self,
+        config: AlertingConfig,
+        paths: DataPaths,
+        *,
+        outbox: Outbox | None = None,
+        incidents: IncidentPolicy | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self.outbox = outbox or Outbox(config.receivers)
+        self.incident_policy = incidents or IncidentPolicy()
+        self.wall = wall
+        self._incidents_at: datetime | None = None
+
+    def run(
+        self, con: duckdb.DuckDBPyConnection, now: datetime, *, late: bool = False
+    ) -> WatchReport:
+        """`late`: older attempts arrived, so the incidents are recomputed now."""
+        silences = ingest_silences(con, self.paths)
+        evaluated = evaluate(self.config.rules, Context(con, now, self.paths.spool, self.wall))
+        changes = lifecycle.apply(con, self.config, evaluated, now)
+        incidents = None
+        due = self._incidents_at is None or now - self._incidents_at >= INCIDENTS_EVERY
+        if due or late:
+            incidents = refresh_incidents(con, now, self.incident_policy)
+            self._incidents_at = now
+        handed = self.outbox.dispatch(con, now)
+        return WatchReport(changes, silences, incidents, handed)
+
+    def close(self) -> None:
+        self.outbox.close()
