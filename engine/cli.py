@@ -302,9 +302,18 @@ def alerts_list(
     from engine.store.read import PublishedData
 
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
-    alerts = PublishedData(paths.published).query(
-        "alerts", since=datetime.now(UTC) - timedelta(days=days)
-    )
+    data = PublishedData(paths.published)
+    since = datetime.now(UTC) - timedelta(days=days)
+    alerts = data.query("alerts", since=since)
+    undelivered = data.query("alert_notifications", since=since)
+    undelivered = undelivered[undelivered["status"].isin(["failed", "retrying"])]
+    for row in undelivered.itertuples():
+        typer.secho(
+            f"delivery {row.status} to {row.receiver} after {row.attempts} tries "
+            f"({row.last_error}): {row.alert_id} {row.event}",
+            fg="yellow",
+            err=True,
+        )
     if alerts.empty:
         typer.echo("no alerts")
         return

@@ -7,8 +7,10 @@ import threading
 from datetime import timedelta
 
 import pytest
+from typer.testing import CliRunner
 
 from engine.alerts.silences import request_silence
+from engine.cli import app
 from engine.store.read import PublishedData
 
 from .harness import SlackStandIn, World, at, config
@@ -100,6 +102,10 @@ def test_a_receiver_that_keeps_failing_is_given_up_on_and_the_failure_is_publish
     [row] = published.to_dict("records")
     assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 2, "HTTP 503")
     assert "payload" not in published.columns
+    listed = CliRunner().invoke(
+        app, ["alerts", "list", "--data-dir", str(world.paths.root), "--days", "10000"]
+    )
+    assert "delivery failed to oncall after 2 tries (HTTP 503)" in listed.output
 
 
 def test_a_credential_failure_alerts_within_one_cycle_and_resolves_when_the_key_works(
