@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -188,6 +189,22 @@ def serve(
 
 
 @app.command()
+def dashboard(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8501,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    data_dir: DataDirOption = None,
+) -> None:
+    """Run the dashboard (Streamlit) on the scheduler's published snapshots."""
+    from engine.dashboard_process import streamlit_command
+
+    env = dict(os.environ)
+    if data_dir is not None:
+        env["SWITCHOVER_DATA_DIR"] = str(data_dir)
+    command = streamlit_command(host=host, port=port)
+    os.execve(command[0], command, env)  # Streamlit owns the process and its signals
+
+
+@app.command()
 def up(
     config: ConfigOption = Path("switchover.toml"),
     demo: Annotated[
@@ -200,10 +217,13 @@ def up(
     ] = None,
     port: Annotated[int, typer.Option(help="Port of the demo's fake providers.")] = 8700,
     gateway_port: Annotated[int, typer.Option(help="Port of the gateway.")] = 8787,
+    dashboard_port: Annotated[
+        int, typer.Option(help="Port of the dashboard (0: no dashboard).")
+    ] = 8501,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Start Switchover on this machine (gateway and scheduler; with --demo also the fake
-    providers and traffic); Ctrl-C stops everything."""
+    """Start Switchover on this machine (gateway, scheduler and dashboard; with --demo also
+    the fake providers and traffic); Ctrl-C stops everything."""
     from engine.paths import DataPaths
     from engine.supervisor import run_stack
     from simulations.demo import run_demo, wants_demo
@@ -212,10 +232,13 @@ def up(
         demo, reason = wants_demo(config)
         typer.echo(reason)
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    board = dashboard_port or None
     if demo:
-        job = run_demo(port=port, paths=paths, gateway_port=gateway_port)
+        job = run_demo(port=port, paths=paths, gateway_port=gateway_port, dashboard_port=board)
     else:
-        job = run_stack(config, paths, gateway_port=gateway_port, say=typer.echo)
+        job = run_stack(
+            config, paths, gateway_port=gateway_port, say=typer.echo, dashboard_port=board
+        )
     try:
         asyncio.run(job)
     except KeyboardInterrupt:

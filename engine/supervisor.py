@@ -41,20 +41,38 @@ async def child(name: str, args: list[str], say: Say) -> AsyncIterator[asyncio.s
 
 @contextlib.asynccontextmanager
 async def stack(
-    config: Path, paths: DataPaths, *, gateway_port: int, say: Say
+    config: Path,
+    paths: DataPaths,
+    *,
+    gateway_port: int,
+    say: Say,
+    dashboard_port: int | None = None,
 ) -> AsyncIterator[None]:
-    """The scheduler and the gateway on `config`; leaving the block stops both (gateway
-    first: its workers flush their spool, the scheduler's last cycle then ingests it)."""
+    """The scheduler, the gateway and (given a port) the dashboard on `config`; leaving the
+    block stops them in reverse (the gateway before the scheduler: its workers flush their
+    spool, the scheduler's last cycle then ingests it)."""
     data = ["--data-dir", str(paths.root)]
-    async with (
-        child("scheduler", ["scheduler", *data, "--config", str(config)], say),
-        child("gateway", ["serve", "-c", str(config), "--port", str(gateway_port), *data], say),
-    ):
+    async with contextlib.AsyncExitStack() as processes:
+        await processes.enter_async_context(
+            child("scheduler", ["scheduler", *data, "--config", str(config)], say)
+        )
+        await processes.enter_async_context(
+            child("gateway", ["serve", "-c", str(config), "--port", str(gateway_port), *data], say)
+        )
         say(f"gateway on http://127.0.0.1:{gateway_port}/v1 (OpenAI and Anthropic SDKs)")
+        if dashboard_port is not None:
+            await processes.enter_async_context(
+                child("dashboard", ["dashboard", "--port", str(dashboard_port), *data], say)
+            )
+            say(f"dashboard on http://127.0.0.1:{dashboard_port}")
         yield
 
 
-async def run_stack(config: Path, paths: DataPaths, *, gateway_port: int, say: Say) -> None:
+async def run_stack(
+    config: Path, paths: DataPaths, *, gateway_port: int, say: Say, dashboard_port: int | None
+) -> None:
     """Run until cancelled (Ctrl-C)."""
-    async with stack(config, paths, gateway_port=gateway_port, say=say):
+    async with stack(
+        config, paths, gateway_port=gateway_port, say=say, dashboard_port=dashboard_port
+    ):
         await asyncio.Event().wait()

@@ -98,14 +98,16 @@ async def run_demo(
     report_every_s: float = 10.0,
     paths: DataPaths | None = None,
     gateway_port: int | None = None,
+    dashboard_port: int | None = None,
 ) -> None:
-    """With `paths`, every attempt is spooled there, and the scheduler and the gateway (on
-    `gateway_port`) run as their own processes on the demo routes, as in production."""
+    """With `paths`, every attempt is spooled there, and the scheduler, the gateway (on
+    `gateway_port`) and the dashboard (on `dashboard_port`) run as their own processes on the
+    demo routes, as in production."""
     os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-secret")
     tally = Tally()
     async with (
         FakeProviders("127.0.0.1", port) as fake,
-        _processes(paths, fake.port, gateway_port, say),
+        _processes(paths, fake.port, gateway_port, dashboard_port, say),
     ):
         plan_incidents(fake, incidents)
         sw = Switchover(demo_config(fake.port), hooks=[tally.record], record_to=paths)
@@ -211,7 +213,11 @@ def _telemetry_line(sw: Switchover, paths: DataPaths | None) -> str:
 
 @contextlib.asynccontextmanager
 async def _processes(
-    paths: DataPaths | None, fake_port: int, gateway_port: int | None, say: Say
+    paths: DataPaths | None,
+    fake_port: int,
+    gateway_port: int | None,
+    dashboard_port: int | None,
+    say: Say,
 ) -> AsyncIterator[None]:
     if paths is None:
         yield
@@ -224,7 +230,9 @@ async def _processes(
                                        "--config", str(config)], say):  # fmt: skip
             yield
         return
-    async with stack(config, paths, gateway_port=gateway_port, say=say):
+    async with stack(
+        config, paths, gateway_port=gateway_port, say=say, dashboard_port=dashboard_port
+    ):
         yield
 
 

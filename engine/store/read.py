@@ -111,6 +111,69 @@ QUERIES: dict[str, Query] = {
         (RECENT_ATTEMPTS,),
         {"since": REQUIRED, "until": None},
     ),
+    "attempt_latency_by_minute": Query(
+        """
+        SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket, count(*) AS attempts,
+               quantile_cont(latency_ms, 0.5) AS p50_ms, quantile_cont(latency_ms, 0.99) AS p99_ms
+        FROM recent_attempts
+        WHERE started_at >= $since AND ($until IS NULL OR started_at < $until)
+        GROUP BY ALL ORDER BY bucket
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None},
+    ),
+    "attempt_latency": Query(
+        """
+        SELECT count(*) AS attempts, quantile_cont(latency_ms, 0.99) AS p99_ms
+        FROM recent_attempts
+        WHERE started_at >= $since AND ($until IS NULL OR started_at < $until)
+        HAVING count(*) > 0
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None},
+    ),
+    "live_processes": Query(
+        "SELECT DISTINCT host, process_id FROM recent_attempts WHERE started_at >= $since",
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED},
+    ),
+    "attempt_values": Query(
+        """
+        SELECT DISTINCT route, provider, outcome, decision FROM recent_attempts
+        WHERE started_at >= $since
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED},
+    ),
+    "find_attempts": Query(
+        """
+        SELECT *, count(*) OVER () AS matching FROM recent_attempts
+        WHERE started_at >= $since
+          AND ($routes IS NULL OR list_contains($routes, route))
+          AND ($providers IS NULL OR list_contains($providers, provider))
+          AND ($outcomes IS NULL OR list_contains($outcomes, outcome))
+          AND ($decisions IS NULL OR list_contains($decisions, decision))
+        ORDER BY started_at DESC, request_id, attempt_number
+        LIMIT $limit
+        """,
+        (RECENT_ATTEMPTS,),
+        {
+            "since": REQUIRED,
+            "routes": None,
+            "providers": None,
+            "outcomes": None,
+            "decisions": None,
+            "limit": 500,
+        },
+    ),
+    "request_attempts": Query(
+        """
+        SELECT * FROM recent_attempts WHERE request_id = $request_id
+        ORDER BY attempt_number
+        """,
+        (RECENT_ATTEMPTS,),
+        {"request_id": REQUIRED},
+    ),
     **{
         f"{grain}_rollups": Query(
             f"""

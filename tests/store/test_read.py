@@ -16,7 +16,7 @@ from engine.store.read import REQUIRED, SNAPSHOT_COLUMNS
 from .spool import T0, make_attempt, write_spool
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-SAMPLE = {"since": EPOCH}  # a value for each required parameter of any query
+SAMPLE = {"since": EPOCH, "request_id": "a"}  # a value for each required parameter
 
 
 def attempts():

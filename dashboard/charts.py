@@ -1,0 +1,48 @@
+"""Plotly figures for the pages: one function a chart, a DataFrame in, a figure out."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+_LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "height": 300, "legend_title_text": ""}
+
+
+def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
+    fig.update_layout(title=title, yaxis_title=yaxis, xaxis_title=None, **_LAYOUT)
+    return fig
+
+
+def outcomes(frame: pd.DataFrame) -> go.Figure:
+    """Attempts per bucket, stacked by provider, the failed ones hatched."""
+    fig = px.bar(frame, x="bucket", y="attempts", color="provider",
+                 pattern_shape="outcome", pattern_shape_map={"ok": "", "failed": "x"})  # fmt: skip
+    return _layout(fig, "Attempts by provider and outcome", "attempts")
+
+
+def line(frame: pd.DataFrame, columns: dict[str, str], title: str, yaxis: str) -> go.Figure:
+    """One line per column (label → column name) over `bucket`."""
+    fig = go.Figure()
+    for label, column in columns.items():
+        fig.add_scatter(x=frame["bucket"], y=frame[column], name=label, mode="lines+markers")
+    return _layout(fig, title, yaxis)
+
+
+def stacked(frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str) -> go.Figure:
+    fig = px.bar(frame, x=x, y=y, color=color)
+    return _layout(fig, title, yaxis)
+
+
+def bars(frame: pd.DataFrame, x: str, y: str, title: str, yaxis: str) -> go.Figure:
+    fig = px.bar(frame, x=x, y=y)
+    return _layout(fig, title, yaxis)
+
+
+def timeline(
+    frame: pd.DataFrame, start: str, end: str, row: str, color: str, title: str
+) -> go.Figure:
+    """Horizontal bars from `start` to `end` (incidents, breaker spells)."""
+    fig = px.timeline(frame, x_start=start, x_end=end, y=row, color=color)
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, "")

@@ -1,0 +1,121 @@
+"""The dashboard's reads: the published snapshots only (never the .duckdb file), through one
+`PublishedData` per process and a short cache, plus what the sidebar chose (window, timezone).
+
+Query parameters are rounded to the minute before they key the cache, so the reruns of one
+minute (a refresh every 5 s, several users) share results; the cache lives 5 s, the pace of
+the scheduler's cycle.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pandas as pd
+import streamlit as st
+
+from engine.paths import DataPaths
+from engine.store.read import PublishedData
+
+WINDOWS: dict[str, timedelta] = {
+    "15 min": timedelta(minutes=15),
+    "1 h": timedelta(hours=1),
+    "6 h": timedelta(hours=6),
+    "24 h": timedelta(hours=24),
+    "7 d": timedelta(days=7),
+}
+# Minute rollups and attempts are published for the last 24 h; longer windows read hours.
+MINUTE_DATA = timedelta(hours=24)
+TIMEZONES = (
+    *("UTC", "America/Sao_Paulo", "America/New_York", "America/Los_Angeles", "Europe/London"),
+    *("Europe/Berlin", "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney"),
+)
+REFRESH_S = 5
+# `make run` writes this file into the data folder it seeds with simulated history.
+DEMO_MARKER = "DEMO"
+
+
+def data_paths() -> DataPaths:
+    return DataPaths.default()
+
+
+@st.cache_resource
+def _published(directory: str) -> PublishedData:
+    return PublishedData(Path(directory))
+
+
+def published() -> PublishedData:
+    return _published(str(data_paths().published))
+
+
+@st.cache_data(ttl=REFRESH_S, show_spinner=False, max_entries=256)
+def _query(directory: str, name: str, **params: Any) -> pd.DataFrame:
+    return _published(directory).query(name, **params)
+
+
+def query(name: str, **params: Any) -> pd.DataFrame:
+    return _query(str(data_paths().published), name, **params)
+
+
+def manifest() -> dict[str, Any]:
+    return published().snapshots()
+
+
+def is_demo() -> bool:
+    return (data_paths().root / DEMO_MARKER).exists()
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    label: str
+    window: timedelta
+    tz: ZoneInfo
+    now: datetime
+
+    @property
+    def since(self) -> datetime:
+        return (self.now - self.window).replace(second=0, microsecond=0)
+
+    @property
+    def grain(self) -> str:
+        return "minute" if self.window <= MINUTE_DATA else "hour"
+
+    def local(self, column: pd.Series) -> pd.Series:
+        """UTC timestamps shown in the chosen timezone."""
+        return pd.to_datetime(column, utc=True).dt.tz_convert(self.tz)
+
+    def stamp(self, when: Any) -> str:
+        if when is None or pd.isna(when):
+            return "—"
+        return pd.Timestamp(when).tz_convert(self.tz).strftime("%Y-%m-%d %H:%M")
+
+
+def view() -> View:
+    """What the sidebar chose (app.py draws it), as of now."""
+    label = st.session_state.get("window", "1 h")
+    tz = st.session_state.get("timezone", os.environ.get("SWITCHOVER_TIMEZONE", "UTC"))
+    return View(label, WINDOWS[label], ZoneInfo(tz), datetime.now(UTC))
+
+
+def rollups(v: View, **filters: Any) -> pd.DataFrame:
+    """The window's rollups at the view's grain."""
+    return query(f"{v.grain}_rollups", since=v.since, **filters)
+
+
+def usd(value: object, digits: int = 4) -> str:
+    """Dollars with the sign before the symbol: "-$0.0226", not "$-0.0226"."""
+    amount = float(value or 0)
+    return f"{'-' if amount < 0 else ''}${abs(amount):,.{digits}f}"
+
+
+def empty_state() -> None:
+    st.info(
+        "No data yet. Start the demo with `make run`, or send requests through the gateway "
+        "(`switchover serve`) with `switchover scheduler` running: attempts appear here "
+        "within seconds.",
+        icon=":material/hourglass_empty:",
+    )

@@ -1,0 +1,62 @@
+"""Costs: where the money goes, by route, provider, model or feature; what an answered request
+costs; the token mix; what fallbacks cost on top (price difference and cache loss) and what
+was paid for nothing."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, data
+from dashboard.definitions import define
+from dashboard.figures import cost_by, cost_summary, token_mix
+
+DIMENSIONS = {"Route": "route", "Provider": "provider", "Model": "model", "Feature": "feature"}
+
+st.title("Costs")
+v = data.view()
+rollups = data.rollups(v)
+if not data.manifest():
+    data.empty_state()
+    st.stop()
+if rollups.empty:
+    st.caption(f"No requests in the last {v.label}.")
+    st.stop()
+
+summary = cost_summary(rollups)
+cells = st.columns(5)
+cells[0].metric("Cost", data.usd(summary.cost, 4), help=define("cost"))
+per_answer = "—" if summary.per_answered is None else data.usd(summary.per_answered, 6)
+cells[1].metric("Cost per answered request", per_answer, help=define("answered"))
+cells[2].metric("Fallback premium", data.usd(summary.premium, 4), help=define("fallback premium"))
+cells[3].metric("Re-warm", data.usd(summary.rewarm, 4), help=define("re-warm cost"))
+cells[4].metric("Wasted spend", data.usd(summary.wasted, 4), help=define("wasted spend"))
+split = st.columns(5)
+split[2].metric("of which price difference", data.usd(summary.price_difference, 4),
+                help=define("price difference"))  # fmt: skip
+split[3].metric("of which cache loss", data.usd(summary.cache_loss, 4), help=define("cache loss"))
+if summary.unpriced_models:
+    st.warning(
+        "No known price for " + ", ".join(summary.unpriced_models) + ": their attempts are "
+        'counted as unpriced, never as $0. Add a `[prices."provider/model"]` entry to '
+        "switchover.toml with where the price comes from.",
+        icon=":material/money_off:",
+    )
+
+by = st.segmented_control("Split by", list(DIMENSIONS), default="Route", key="cost_split")
+column = DIMENSIONS[by or "Route"]
+local = rollups.assign(bucket=v.local(rollups["bucket"]))
+left, right = st.columns(2)
+left.plotly_chart(
+    charts.stacked(cost_by(local, column), "bucket", "cost_usd", column, f"Cost by {by.lower()}",
+                   "USD"),
+    width="stretch",
+)  # fmt: skip
+mix = token_mix(local)
+right.plotly_chart(
+    charts.stacked(mix, "bucket", "tokens", "kind", "Token mix", "tokens"), width="stretch"
+)
+totals = cost_by(rollups, column).groupby(column, as_index=False)["cost_usd"].sum()
+st.dataframe(
+    totals.sort_values("cost_usd", ascending=False), hide_index=True, width="stretch",
+    column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.6f")},
+)  # fmt: skip

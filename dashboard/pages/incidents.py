@@ -1,0 +1,143 @@
+"""Incidents & alerts: every incident with its timeline, impact and cost; one incident in
+detail (what failed, when the breaker opened and closed, where traffic went, what it cost);
+the alert history, what was delivered to whom, and silences."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import streamlit as st
+
+from dashboard import charts, data
+from dashboard.definitions import define
+from dashboard.figures import incident_table, traffic_by_target
+from engine.alerts.silences import request_silence
+
+RANGES = {"24 h": timedelta(days=1), "7 d": timedelta(days=7), "35 d": timedelta(days=35)}
+AROUND = timedelta(minutes=10)  # the detail charts show this much before and after
+
+
+st.title("Incidents & alerts")
+v = data.view()
+if not data.manifest():
+    data.empty_state()
+    st.stop()
+span = st.segmented_control("Since", list(RANGES), default="7 d", key="incident_range")
+since = (v.now - RANGES[span or "7 d"]).replace(second=0, microsecond=0)
+
+incidents = data.query("incidents", since=since)
+st.subheader("Incidents")
+if incidents.empty:
+    st.success("No incident in this period: no provider or route failed beyond its threshold.")
+else:
+    table = incident_table(incidents, v.now)
+    st.plotly_chart(
+        charts.timeline(table.assign(start=v.local(table["started_at"]), end=v.local(table["end"])),
+                        "start", "end", "subject", "scope", "Incidents"),
+        width="stretch",
+    )  # fmt: skip
+    shown = table.assign(started_at=v.local(table["started_at"]))
+    st.dataframe(
+        shown[["started_at", "duration", "scope", "subject", "routes", "peak_fault_rate",
+               "requests_affected", "answered_by_fallback", "failed", "extra_cost_usd",
+               "wasted_usd", "top_error"]],
+        hide_index=True, width="stretch",
+        column_config={
+            "peak_fault_rate": st.column_config.ProgressColumn("peak fault rate", format="percent"),
+            "extra_cost_usd": st.column_config.NumberColumn("extra cost", format="$%.4f",
+                                                            help=define("extra cost")),
+            "wasted_usd": st.column_config.NumberColumn("wasted", format="$%.4f",
+                                                        help=define("wasted")),
+            "requests_affected": st.column_config.NumberColumn(help=define("requests affected")),
+        },
+    )  # fmt: skip
+
+    labels = {
+        row.incident_id: f"{row.subject} · {v.stamp(row.started_at)} · {row.duration}"
+        for row in table.itertuples()
+    }
+    chosen = st.selectbox("One incident", list(labels), format_func=labels.get, key="incident")
+    incident = table[table["incident_id"] == chosen].iloc[0]
+    end = incident["end"]
+    cells = st.columns(6)
+    cells[0].metric("Requests affected", f"{incident.requests_affected:,}",
+                    help=define("requests affected"))  # fmt: skip
+    cells[1].metric("Answered by fallback", f"{incident.answered_by_fallback:,}",
+                    help=define("answered by fallback"))  # fmt: skip
+    cells[2].metric("Failed", f"{incident.failed:,}", help=define("unavailable"))
+    cells[3].metric("Fallback premium", data.usd(incident.fallback_premium_usd),
+                    help=define("fallback premium"))  # fmt: skip
+    cells[4].metric(
+        "of which cache loss", data.usd(incident.cache_loss_usd), help=define("cache loss")
+    )
+    cells[5].metric("Extra cost", data.usd(incident.extra_cost_usd), help=define("extra cost"))
+    st.caption(
+        f"{incident.scope} **{incident.subject}**, routes: {incident.routes or 'none'} · "
+        f"top error: {incident.top_error} · re-warm {data.usd(incident.rewarm_usd)} · "
+        f"wasted {data.usd(incident.wasted_usd)}"
+    )
+    lo = incident["started_at"] - AROUND
+    hi = end + AROUND
+    grain = "minute" if lo >= v.now - data.MINUTE_DATA else "hour"
+    around = data.query(f"{grain}_rollups", since=lo, until=hi)
+    if not around.empty:
+        traffic = traffic_by_target(around)
+        st.plotly_chart(
+            charts.stacked(traffic.assign(bucket=v.local(traffic["bucket"])), "bucket",
+                           "requests", "served by", "Where the traffic went", "requests"),
+            width="stretch",
+        )  # fmt: skip
+    events = data.query("breaker_events", since=lo, until=hi)
+    if not events.empty:
+        st.markdown("**Breakers** in and around the incident")
+        st.dataframe(
+            events.assign(occurred_at=v.local(events["occurred_at"]))[
+                ["occurred_at", "target", "from_status", "to_status", "reason", "host",
+                 "process_id"]],
+            hide_index=True, width="stretch",
+        )  # fmt: skip
+
+st.subheader("Alerts")
+alerts = data.query("alerts", since=since)
+if alerts.empty:
+    st.success("No alert fired in this period.")
+else:
+    st.dataframe(
+        alerts.assign(fired_at=v.local(alerts["fired_at"]),
+                      resolved_at=v.local(alerts["resolved_at"]))[
+            ["state", "severity", "rule", "subject", "fired_at", "resolved_at", "summary",
+             "notified", "silenced"]],
+        hide_index=True, width="stretch",
+    )  # fmt: skip
+
+deliveries = data.query("alert_notifications", since=since)
+st.markdown("**Deliveries**")
+if deliveries.empty:
+    st.caption("Nothing sent: no receiver is configured, or nothing fired.")
+else:
+    failing = deliveries[deliveries["status"].isin(["failed", "retrying"])]
+    if len(failing):
+        st.error(f"{len(failing)} notifications not delivered: see their last error below.")
+    st.dataframe(
+        deliveries[["created_at", "event", "receiver", "status", "attempts", "last_http_status",
+                    "last_error", "alert_id"]],
+        hide_index=True, width="stretch",
+    )  # fmt: skip
+
+st.subheader("Silences")
+active = data.query("alert_silences", since=v.now)
+if len(active):
+    st.dataframe(active[["rule", "subject", "starts_at", "ends_at", "reason"]],
+                 hide_index=True, width="stretch")  # fmt: skip
+with st.form("silence"):
+    st.markdown("Silence a rule: it still fires and resolves here, but nobody is notified.")
+    cols = st.columns(4)
+    rule = cols[0].text_input("Rule", placeholder="fallback-rate-5m")
+    subject = cols[1].text_input("Only for (route, target or provider)", placeholder="all")
+    hours = cols[2].number_input("For hours", min_value=0.25, max_value=24.0 * 30, value=2.0)
+    reason = cols[3].text_input("Reason")
+    if st.form_submit_button("Silence") and rule.strip():
+        request_silence(data.data_paths(), rule.strip(), duration=timedelta(hours=hours),
+                        now=datetime.now(UTC), subject=subject.strip() or None,
+                        reason=reason)  # fmt: skip
+        st.success(f"Silence requested for {rule}: the scheduler takes it in within seconds.")

@@ -1,0 +1,32 @@
+"""Driving the dashboard with AppTest, and reading what it shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+
+
+def open_page(page: str | None = None) -> AppTest:
+    """The app, on `page` ("costs", "incidents", "explorer"; None: the landing page)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    if page is not None:
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    [value] = [m.value for m in at.metric if m.label == label]
+    return value
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    for kind in ("error", "warning", "info", "success"):
+        parts += [e.value for e in at.get(kind)]
+    return "\n".join(parts)

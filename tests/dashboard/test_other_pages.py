@@ -1,0 +1,115 @@
+"""Costs, Incidents & alerts and Explorer on the fixture dataset: no exception, the numbers
+equal ones computed from the attempts, and the widgets change what is shown."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pandas as pd
+
+from dashboard.definitions import define
+
+from .conftest import OUTAGE
+from .pages import metric, open_page, texts
+
+
+def _since(window: timedelta) -> pd.Timestamp:
+    return pd.Timestamp((datetime.now(UTC) - window).replace(second=0, microsecond=0))
+
+
+def test_costs_add_up_to_the_attempts_costs(app_env):
+    _, attempts, _ = app_env
+    at = open_page("costs")
+    hour = attempts[attempts["started_at"] >= _since(timedelta(hours=1))]
+    cost = sum((Decimal(c) for c in hour["cost_usd"].dropna()), Decimal(0))
+    assert metric(at, "Cost") == f"${float(cost):,.4f}"
+    failed = hour[hour["outcome"] != "success"]
+    wasted = sum((Decimal(c) for c in failed["cost_usd"].dropna()), Decimal(0))
+    assert metric(at, "Wasted spend") == f"${float(wasted):,.4f}"
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_splitting_costs_by_provider_lists_the_providers(app_env):
+    at = open_page("costs")
+    [table] = at.dataframe
+    assert list(table.value.columns) == ["route", "cost_usd"]
+    at.segmented_control(key="cost_split").set_value("Provider").run()
+    [table] = at.dataframe
+    assert set(table.value["provider"]) == {"claude", "gpt"}
+
+
+def test_the_outage_is_listed_with_its_impact_and_the_alerts_it_raised(app_env):
+    _, attempts, start = app_env
+    at = open_page("incidents")
+    incidents = at.dataframe[0].value
+    assert list(incidents["subject"]) == ["claude"]
+    assert incidents["started_at"].iloc[0] == start + timedelta(minutes=OUTAGE[0])
+    served = attempts[attempts["served"] & (attempts["outcome"] == "success")]
+    by_backup = served[served["fallback_depth"] > 0]
+    lo, hi = start + timedelta(minutes=OUTAGE[0]), start + timedelta(minutes=OUTAGE[1])
+    first = attempts.groupby("request_id")["started_at"].min()
+    in_window = set(first[(first >= lo) & (first < hi)].index)
+    answered_by_backup = in_window & set(by_backup["request_id"])
+    assert metric(at, "Answered by fallback") == f"{len(answered_by_backup):,}"
+    [alerts] = [d.value for d in at.dataframe if "rule" in d.value.columns]
+    assert "fallback-rate-5m" in set(alerts["rule"])
+    assert "Where the traffic went" in str([c.proto for c in at.get("plotly_chart")])
+
+
+def test_a_silence_asked_for_on_the_page_reaches_the_control_folder(app_env):
+    paths, _, _ = app_env
+    at = open_page("incidents")
+    [rule] = [t for t in at.text_input if t.label == "Rule"]
+    rule.set_value("latency-p99")
+    [reason] = [t for t in at.text_input if t.label == "Reason"]
+    reason.set_value("load test tonight")
+    at.button[0].click().run()
+    assert not at.exception
+    requests = list((paths.control / "silences").glob("*.json"))
+    assert len(requests) == 1 and "latency-p99" in requests[0].read_text()
+    requests[0].unlink()
+
+
+def test_a_request_id_shows_its_chain_of_attempts(app_env):
+    _, attempts, _ = app_env
+    counts = attempts.groupby("request_id").size()
+    recent = attempts[attempts["started_at"] >= _since(timedelta(hours=24))]
+    request_id = next(r for r in recent["request_id"] if counts[r] == 3)
+    at = open_page("explorer")
+    at.text_input(key="rid").set_value(request_id).run()
+    assert not at.exception
+    chain = at.dataframe[0].value
+    assert list(chain["attempt_number"]) == [1, 2, 3]
+    assert "answered by **gpt/gpt-4.1-mini**" in texts(at)
+
+
+def test_filtering_attempts_by_outcome_counts_what_matches(app_env):
+    _, attempts, _ = app_env
+    at = open_page("explorer")
+    at.multiselect(key="f_outcome").set_value(["error"]).run()
+    hour = attempts[attempts["started_at"] >= _since(timedelta(hours=1))]
+    errors = (hour["outcome"] == "error").sum()
+    assert f"{errors:,} attempts in the last 1 h match" in texts(at)
+    assert set(at.dataframe[-1].value["outcome"]) == {"error"}
+
+
+def test_every_metric_shown_has_the_definition_from_metrics_md_as_its_tooltip(app_env):
+    for page in (None, "costs", "incidents"):
+        at = open_page(page)
+        for m in at.metric:
+            assert m.proto.help, f"{m.label} has no tooltip"
+            assert m.proto.help in {define(k) for k in _DEFINED}, m.label
+
+
+_DEFINED = ("requests", "availability", "fallback rate", "latency p50 / p95 / p99", "cost",
+            "fallback premium", "answered", "re-warm cost", "wasted spend", "price difference",
+            "cache loss", "requests affected", "answered by fallback", "unavailable",
+            "extra cost")  # fmt: skip
+
+
+def test_without_data_every_page_says_how_to_send_traffic(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWITCHOVER_DATA_DIR", str(tmp_path / "empty"))
+    for page in (None, "costs", "incidents", "explorer"):
+        at = open_page(page)
+        assert "No data yet" in texts(at) and "make run" in texts(at)
