@@ -9,8 +9,13 @@ time to the first text. Throughput is requests over the bursts' wall time.
 
 Transports: httpx's default `AsyncHTTPTransport` (HTTP/1.1; httpx enables HTTP/2 only on
 request, so "HTTP/1.1 only" is the default), the same with a pool as large as the highest
-concurrency (no request ever waits for a connection, all stay kept alive), and
-`httpx_aiohttp.AiohttpTransport` (aiohttp underneath, httpx's API on top) when installed.
+concurrency (no request ever waits for a connection, all stay kept alive), the engine's own
+`engine.providers.transport.AiohttpTransport` (aiohttp underneath, httpx's timeouts and
+exceptions on top; the providers' default), and, when installed, the two published adapters it
+was chosen over: `httpx_aiohttp.AiohttpTransport` as it ships (its error mapping records a reset
+after sending as a connect timeout) and `httpx_curl_cffi.AsyncCurlTransport` (libcurl; its read
+timeout is a limit on the whole response, it has no pool or write timeout). httpx2/httpcore2
+are not measured: their pool is httpcore's, line for line.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from bench.contenders import Direct, ThroughChain
 from bench.fake_process import FakeServerProcess
 from bench.runner import Call, Connections, Samples, _burst
 from bench.stats import percentile
+from engine.providers.transport import AiohttpTransport
 
 CONCURRENCIES = (1, 8, 32, 64)
 STREAM_CONCURRENCY = 32
@@ -52,13 +58,20 @@ def transports() -> dict[str, Callable[[], httpx.AsyncBaseTransport]]:
         f"httpx pool {big}/{big}": lambda: httpx.AsyncHTTPTransport(
             limits=httpx.Limits(max_connections=big, max_keepalive_connections=big)
         ),
+        "engine (aiohttp)": AiohttpTransport,
     }
     try:
-        from httpx_aiohttp import AiohttpTransport
+        from httpx_aiohttp import AiohttpTransport as StockAiohttpTransport
     except ImportError:
         print("httpx-aiohttp is not installed: its rows are left out", file=sys.stderr)
     else:
-        made["httpx-aiohttp"] = AiohttpTransport
+        made["httpx-aiohttp"] = StockAiohttpTransport
+    try:
+        from httpx_curl_cffi import AsyncCurlTransport
+    except ImportError:
+        print("httpx-curl-cffi is not installed: its rows are left out", file=sys.stderr)
+    else:  # httpx's default pool size, not the adapter's 10
+        made["httpx-curl-cffi"] = lambda: AsyncCurlTransport(max_connections=100)
     return made
 
 

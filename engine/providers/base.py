@@ -1,6 +1,7 @@
 """The narrow interface the chain calls, and the HTTP transport concerns every dialect shares.
 
-`HttpProvider` does, once for all dialects: one pooled `httpx.AsyncClient` per provider, the
+`HttpProvider` does, once for all dialects: one pooled `httpx.AsyncClient` per provider (over
+`engine.providers.transport`'s aiohttp transport unless `transport=` says otherwise), the
 per-attempt timeout, POSTing JSON, lenient reading of bodies, SSE framing, closing responses
 when a consumer stops early, and turning every failure into an `AttemptError` through
 `engine.classify` (never by its own judgement). A dialect subclass supplies only the path, the
@@ -24,6 +25,7 @@ from engine.clock import Clock, SystemClock
 from engine.errors import AttemptError
 from engine.providers.codec import MalformedAnswer, response_events
 from engine.providers.sse import ServerSentEvent, aiter_sse
+from engine.providers.transport import default_transport
 from engine.types import Request, Response, StreamEvent
 
 __all__ = ["HttpProvider", "Provider", "StreamDecoder"]
@@ -90,6 +92,8 @@ class HttpProvider(ABC):
         self.connect_timeout_s = connect_timeout_s
         headers = {"user-agent": "switchover", **self._auth_headers(api_key)}
         headers.update(extra_headers or {})
+        if transport is None:
+            transport = default_transport()
         # The key lives only inside the client's default headers, never on `self`.
         self._client = httpx.AsyncClient(transport=transport, headers=headers)
 
