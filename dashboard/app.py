@@ -20,8 +20,8 @@ pages = [
 page = st.navigation(pages)
 
 with st.sidebar:
-    st.selectbox("Window", list(data.WINDOWS), index=1, key="window")
-    st.selectbox("Timezone", data.TIMEZONES, key="timezone")
+    data.choice("Window", "window", list(data.WINDOWS))
+    data.choice("Timezone", "timezone", list(data.TIMEZONES))
     snapshots = data.manifest()
     if snapshots:
         newest = max(s.written_at for s in snapshots.values())

@@ -94,10 +94,27 @@ class View:
         return pd.Timestamp(when).tz_convert(self.tz).strftime("%Y-%m-%d %H:%M")
 
 
+DEFAULTS = {"window": "1 h", "timezone": os.environ.get("SWITCHOVER_TIMEZONE", "UTC")}
+
+
+def choice(label: str, key: str, options: list[str]) -> None:
+    """A sidebar choice that outlives page changes: Streamlit forgets a widget's value in any
+    run that does not draw it, so the value is also kept under a key of our own."""
+    kept = st.session_state.get(f"chosen_{key}", DEFAULTS[key])
+
+    def keep() -> None:
+        st.session_state[f"chosen_{key}"] = st.session_state[key]
+
+    index = options.index(kept) if kept in options else 0
+    st.selectbox(label, options, index=index, key=key, on_change=keep)
+
+
 def view() -> View:
     """What the sidebar chose (app.py draws it), as of now."""
-    label = st.session_state.get("window", "1 h")
-    tz = st.session_state.get("timezone", os.environ.get("SWITCHOVER_TIMEZONE", "UTC"))
+    label = st.session_state.get("window") or st.session_state.get("chosen_window", "1 h")
+    tz = st.session_state.get("timezone") or st.session_state.get(
+        "chosen_timezone", DEFAULTS["timezone"]
+    )
     return View(label, WINDOWS[label], ZoneInfo(tz), datetime.now(UTC))
 
 

@@ -113,3 +113,13 @@ def test_without_data_every_page_says_how_to_send_traffic(tmp_path, monkeypatch)
     for page in (None, "costs", "incidents", "explorer"):
         at = open_page(page)
         assert "No data yet" in texts(at) and "make run" in texts(at)
+
+
+def test_times_are_shown_in_the_timezone_chosen(app_env):
+    at = open_page("explorer")
+    assert str(at.dataframe[-1].value["started_at"].dt.tz) == "UTC"
+    at = open_page()
+    at.selectbox(key="timezone").set_value("America/Sao_Paulo").run()
+    at.switch_page("pages/explorer.py").run()
+    assert not at.exception
+    assert str(at.dataframe[-1].value["started_at"].dt.tz) == "America/Sao_Paulo"
