@@ -11,14 +11,16 @@ Bad minutes of one subject less than `merge_gap` apart form one window; a window
 than `min_faults` bad attempts (or requests) is noise and dropped. A window is ongoing while
 its last bad minute is within `merge_gap` of now.
 
-A route's window that overlaps a window of its primary's provider is that provider's incident,
-not a second one: the provider incident lists the route and counts its impact. A route window
-with no such provider window (its targets failing a little each, say) is an incident of its own.
+A route's bad minute counts against its primary's provider too (even when the provider's
+breaker let no attempt through that minute), so one outage is one provider incident that lists
+the routes it hit, not an incident per route as well. Only a route with no known primary is an
+incident of its own.
 
 Impact over the incident's window, for the routes whose primary is on the provider (or the
 route itself): requests, requests affected (not answered by the primary), answered by fallback,
 failed; fallback premium split into cache loss and price difference (docs/metrics.md); the
-re-warm cost in the RECOVERY period after it ends; wasted spend (failed paid attempts on the
+re-warm cost from its start to RECOVERY after its end (the primary's first successes may fall
+in its last minute); wasted spend (failed paid attempts on the
 provider or those routes). Extra cost = fallback premium + re-warm.
 """
 
@@ -32,7 +34,7 @@ from decimal import Decimal
 import duckdb
 
 MINUTE = timedelta(minutes=1)
-RECOVERY = timedelta(minutes=10)  # re-warm cost after an incident is counted this long
+RECOVERY = timedelta(minutes=10)  # re-warm cost is counted this long after an incident
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,24 +82,32 @@ def detect(
 ) -> list[Window]:
     policy = policy or IncidentPolicy()
     params = {"rate": policy.fault_rate}
-    providers = _windows("provider", con.execute(_PROVIDER_MINUTES, params).fetchall(), policy)
-    routes = _windows("route", con.execute(_ROUTE_MINUTES, params).fetchall(), policy)
     primary_of = dict(con.execute(_PRIMARIES).fetchall())
+    route_minutes = con.execute(_ROUTE_MINUTES, params).fetchall()
+    # A route whose primary did not answer is evidence against the primary's provider, even
+    # in minutes when its breaker let no attempt through (open after an expired key, say).
+    by_provider: dict[tuple[str, datetime], tuple[int, int]] = {
+        (provider, bucket): (n, bad)
+        for provider, bucket, n, bad in con.execute(_PROVIDER_MINUTES, params).fetchall()
+    }
+    for route, bucket, n, bad in route_minutes:
+        if (provider := primary_of.get(route)) is not None:
+            known = by_provider.get((provider, bucket))
+            if known is None or bad / max(n, 1) > known[1] / max(known[0], 1):
+                by_provider[(provider, bucket)] = (n, bad)
+    minutes = sorted((p, b, n, bad) for (p, b), (n, bad) in by_provider.items())
+    providers = _windows("provider", minutes, policy)
     served_by = defaultdict(set)  # provider → routes it is the primary of
     for route, provider in primary_of.items():
         served_by[provider].add(route)
     for window in providers:
         window.routes = set(served_by.get(window.subject, ()))
-    incidents = list(providers)
+    # Routes with no known primary (none of their requests reached one yet) stand alone.
+    orphans = [m for m in route_minutes if m[0] not in primary_of]
+    routes = _windows("route", orphans, policy)
     for window in routes:
-        covering = [
-            p for p in providers
-            if p.subject == primary_of.get(window.subject) and _overlap(p, window, policy)
-        ]  # fmt: skip
-        if not covering:
-            window.routes = {window.subject}
-            incidents.append(window)
-    return sorted(incidents, key=lambda w: (w.start, w.scope, w.subject))
+        window.routes = {window.subject}
+    return sorted(providers + routes, key=lambda w: (w.start, w.scope, w.subject))
 
 
 def _windows(scope: str, minutes: list[tuple], policy: IncidentPolicy) -> list[Window]:
@@ -113,10 +123,6 @@ def _windows(scope: str, minutes: list[tuple], policy: IncidentPolicy) -> list[W
         current = Window(scope, subject, bucket, bucket, rate, bad, set())
         windows.append(current)
     return [w for w in windows if w.faults >= policy.min_faults]
-
-
-def _overlap(a: Window, b: Window, policy: IncidentPolicy) -> bool:
-    return a.start <= b.end + policy.merge_gap and b.start <= a.end + policy.merge_gap
 
 
 _IMPACT = """
@@ -183,7 +189,7 @@ def _row(
     requests, affected, by_fallback, failed, premium, cache_loss, wasted = impact
     rewarm = Decimal(0)
     if not ongoing:
-        rewarm_span = {"lo": w.end, "hi": w.end + RECOVERY, "routes": routes}
+        rewarm_span = {"lo": w.start, "hi": w.end + RECOVERY, "routes": routes}
         (rewarm,) = con.execute(_REWARM, rewarm_span).fetchone()
     top = con.execute(_TOP_ERROR, {**span, "provider": provider}).fetchone()
     top_error = None

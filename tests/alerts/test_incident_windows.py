@@ -72,12 +72,29 @@ def test_a_route_failing_over_while_its_primary_is_down_is_the_providers_inciden
     assert (window.scope, window.subject, window.routes) == ("provider", "claude", {"support"})
 
 
-def test_a_route_failing_without_a_provider_incident_is_an_incident_of_its_own(con):
-    for minute in range(5):  # each provider a little, the route a lot
-        rollup(con, _m(minute), attempts=10, provider_faults=1, requests=10,
-               answered_by_fallback=2, unavailable=1)  # fmt: skip
+def test_a_route_failing_over_counts_against_its_primary_even_without_its_attempts(con):
+    """An expired key: the breaker holds the primary back, so it gets a probe every few
+    minutes; its route's fallbacks keep the provider's incident whole."""
+    for minute in range(12):
+        if minute % 6 == 0:
+            _bad(con, minute, faults=1, attempts=1)  # the probe
+        rollup(con, _m(minute), target="gpt/x", provider="gpt", requests=5,
+               answered_by_fallback=5)  # fmt: skip
     [window] = detect(con, LATER)
-    assert (window.scope, window.subject) == ("route", "support")
+    assert (window.scope, window.subject, window.start, window.end) == (
+        "provider",
+        "claude",
+        _m(0),
+        _m(12),
+    )
+
+
+def test_a_route_with_no_known_primary_is_an_incident_of_its_own(con):
+    for minute in range(5):
+        rollup(con, _m(minute), route="new", target="gpt/x", provider="gpt", requests=10,
+               answered_by_fallback=2, unavailable=8)  # fmt: skip
+    [window] = detect(con, LATER)
+    assert (window.scope, window.subject) == ("route", "new")
 
 
 def test_recomputing_keeps_an_incidents_id(con):

@@ -111,7 +111,7 @@ def test_its_costs_match_a_hand_computation(outage):
     # by backups than by the primary over the 5 minutes before.
     minute = served["started_at"].dt.floor("min")
     rewarm = Decimal(0)
-    after = served[(served["fallback_depth"] == 0) & (served["started_at"] >= hi)]
+    after = served[(served["fallback_depth"] == 0) & (served["started_at"] >= lo)]
     after = after[after["started_at"] < hi + RECOVERY]
     for row in after.itertuples():
         m = row.started_at.floor("min")
