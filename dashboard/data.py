@@ -35,7 +35,7 @@ TIMEZONES = (
     *("Europe/Berlin", "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney"),
 )
 REFRESH_S = 5
-# `make run` writes this file into the data folder it seeds with simulated history.
+# `switchover up --demo` writes this file into its data folder (simulations.demo.DEMO_MARKER).
 DEMO_MARKER = "DEMO"
 
 

@@ -204,6 +204,23 @@ def dashboard(
     os.execve(command[0], command, env)  # Streamlit owns the process and its signals
 
 
+@app.command("demo-history", hidden=True)
+def demo_history(
+    data_dir: DataDirOption = None,
+    days: Annotated[int, typer.Option(min=1, max=35, help="Days of history.")] = 14,
+) -> None:
+    """Seed the demo's data folder with simulated history (the demo runs this once)."""
+    from engine.paths import DataPaths
+    from simulations.demo import DEMO_KEY_ENV, demo_config
+    from simulations.history import seed_history
+
+    paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    sent = seed_history(
+        paths, demo_config(8700), days=days, environ={DEMO_KEY_ENV: "demo"}, say=lambda _: None
+    )
+    typer.echo(f"demo history: {sent:,} requests over {days} days")
+
+
 @app.command()
 def up(
     config: ConfigOption = Path("switchover.toml"),

@@ -29,10 +29,12 @@ from engine.supervisor import child, stack
 from engine.switchover import Switchover
 from engine.types import Attempt, MessageEnd, Response, StreamError, StreamStart
 from simulations.fakes import FakeProviders
+from simulations.history import HISTORY_MARKER
 from simulations.traffic import Traffic
 
 DEMO_CONFIG = Path(__file__).parents[1] / "data" / "demo.toml"
 DEMO_KEY_ENV = "SWITCHOVER_DEMO_KEY"
+DEMO_MARKER = "DEMO"  # the dashboard labels a data folder holding it as demo data
 CYCLE_S = 900.0
 # (model, first start in s, duration in s, fault): one cycle of the incident plan.
 INCIDENTS = (
@@ -223,6 +225,9 @@ async def _processes(
         yield
         return
     paths.root.mkdir(parents=True, exist_ok=True)
+    (paths.root / DEMO_MARKER).write_text(
+        "This data folder holds demo data: fake providers and simulated history.\n"
+    )
     config = paths.root / "demo-runtime.toml"  # the demo routes, on this run's fake providers
     config.write_text(DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{fake_port}"))
     if gateway_port is None:
@@ -230,9 +235,15 @@ async def _processes(
                                        "--config", str(config)], say):  # fmt: skip
             yield
         return
-    async with stack(
-        config, paths, gateway_port=gateway_port, say=say, dashboard_port=dashboard_port
-    ):
+    async with contextlib.AsyncExitStack() as running:
+        await running.enter_async_context(
+            stack(config, paths, gateway_port=gateway_port, say=say, dashboard_port=dashboard_port)
+        )
+        if not (paths.root / HISTORY_MARKER).exists():
+            say("seeding 14 days of demo history in the background (about a minute)")
+            await running.enter_async_context(
+                child("demo history", ["demo-history", "--data-dir", str(paths.root)], say)
+            )
         yield
 
 
