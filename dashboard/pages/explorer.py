@@ -1,4 +1,4 @@
-"""Explorer: find one request by its id (the `x-switchover-request-id` header, or a log line)
+"""Explorer: find one request by its id (the gateway's `x-request-id` header, or a log line)
 and see its chain of attempts; or filter the attempts of the last 24 hours."""
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ if not data.manifest():
     st.stop()
 st.caption("Attempts of the last 24 hours (older ones are in the rollups and the reports).")
 
-request_id = st.text_input("Request id", placeholder="from x-switchover-request-id", key="rid")
+request_id = st.text_input(
+    "Request id", placeholder="the x-request-id header of a gateway answer", key="rid"
+)
 if request_id.strip():
     chain = data.query("request_attempts", request_id=request_id.strip())
     if chain.empty:

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pandas as pd
 
 from dashboard.definitions import define
+from engine.store.read import PublishedData
 
 from .conftest import OUTAGE
 from .pages import metric, open_page, texts
@@ -47,7 +48,9 @@ def test_the_outage_is_listed_with_its_impact_and_the_alerts_it_raised(app_env):
     assert incidents["started_at"].iloc[0] == start + timedelta(minutes=OUTAGE[0])
     served = attempts[attempts["served"] & (attempts["outcome"] == "success")]
     by_backup = served[served["fallback_depth"] > 0]
-    lo, hi = start + timedelta(minutes=OUTAGE[0]), start + timedelta(minutes=OUTAGE[1])
+    [incident] = PublishedData(app_env[0].published).query("incidents", since=start).itertuples()
+    assert abs(incident.ended_at - (start + timedelta(minutes=OUTAGE[1]))) <= timedelta(minutes=1)
+    lo, hi = incident.started_at, incident.ended_at
     first = attempts.groupby("request_id")["started_at"].min()
     in_window = set(first[(first >= lo) & (first < hi)].index)
     answered_by_backup = in_window & set(by_backup["request_id"])

@@ -1,0 +1,94 @@
+"""Screenshots of a running dashboard in headless Chromium (Debian's), one per page: the
+browser test's eyes, and how the README's pictures are made:
+
+    python -m dashboard.screenshots http://127.0.0.1:8501 docs/screenshots
+
+Needs Playwright (a dev dependency) and Chromium at /usr/bin/chromium; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Path of each page, and how many charts it draws once it has data.
+PAGES = {"live": ("", 4), "costs": ("costs", 2), "incidents": ("incidents", 2),
+         "explorer": ("explorer", 0)}  # fmt: skip
+# Without these Chromium keeps reaching for the network, which this machine closes.
+FLAGS = [
+    *("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"),
+    *("--disable-background-networking", "--disable-component-update", "--disable-sync"),
+]
+# Plotly.js's own count of the points it drew in each trace (a trace's arrays may arrive
+# binary-encoded, so their .length says nothing).
+_CHARTS_WITH_DATA = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
+    (plot) => (plot._fullData || []).some((trace) => (trace._length || 0) > 0))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Shot:
+    page: str
+    path: Path
+    charts: list[bool]  # per chart: whether it drew any point
+    exceptions: list[str]  # the text of any Streamlit exception box
+
+
+@contextlib.contextmanager
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def capture(chromium: object, url: str, page: str, out_dir: Path, wait_s: float = 20) -> Shot:
+    """Open `page` of the dashboard at `url`, wait until its charts have drawn their points
+    (or `wait_s` passed), and save a full-page screenshot under `out_dir`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    path, charts_expected = PAGES[page]
+    tab = chromium.new_page(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    try:
+        tab.goto(f"{url}/{path}", wait_until="networkidle")
+        tab.wait_for_selector('[data-testid="stMain"] h1', timeout=wait_s * 1000)
+        with contextlib.suppress(PlaywrightTimeout):
+            tab.wait_for_function(
+                f"() => {{ const c = ({_CHARTS_WITH_DATA})();"
+                f" return c.length >= {charts_expected} && c.every(Boolean); }}",
+                timeout=wait_s * 1000,
+            )
+        tab.wait_for_timeout(500)
+        charts = tab.evaluate(_CHARTS_WITH_DATA)
+        exceptions = tab.locator('[data-testid="stException"]').all_inner_texts()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shot = out_dir / f"{page}.png"
+        tab.screenshot(path=str(shot), full_page=True)
+    finally:
+        tab.close()
+    return Shot(page, shot, charts, exceptions)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m dashboard.screenshots", description=__doc__)
+    parser.add_argument("url", help="the running dashboard, e.g. http://127.0.0.1:8501")
+    parser.add_argument("out_dir", type=Path)
+    args = parser.parse_args()
+    with browser() as chromium:
+        for page in PAGES:
+            shot = capture(chromium, args.url, page, args.out_dir)
+            print(f"{shot.path}: {len(shot.charts)} charts, {len(shot.exceptions)} exceptions")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""docs/configuration.md lists every key the configuration accepts, so it cannot fall behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import config
+from engine.alerts import rules
+from engine.policy import POLICY_KEYS
+
+REFERENCE = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
+KEYS = sorted(
+    {
+        *config._PROVIDER_KEYS,
+        *POLICY_KEYS,
+        *config._PRICE_KEYS,
+        *rules._RULE_KEYS,
+        *rules._RECEIVER_KEYS,
+        "builtin_rules",
+        *rules.KINDS,
+    }
+)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_configuration_key_is_in_the_reference(key: str):
+    assert f"`{key}`" in REFERENCE, f"docs/configuration.md does not describe `{key}`"
+
+
+def test_every_top_level_section_is_in_the_reference():
+    for section in config._TOP_LEVEL:
+        assert f"[{section}" in REFERENCE or f"[[{section}" in REFERENCE, section
