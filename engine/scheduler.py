@@ -31,7 +31,7 @@ from engine.pricing import Pricer
 from engine.store import publish as publishing
 from engine.store.db import open_store
 from engine.store.ingest import ingest_spool, prune_ledger
-from engine.store.rollups import refresh
+from engine.store.rollups import forget_baselines, refresh
 
 log = logging.getLogger("switchover.scheduler")
 
@@ -132,6 +132,7 @@ class Pipeline:
         late = oldest is not None and oldest < since
         if late:
             since = oldest  # a late file (a writer that was offline): recompute back to it
+            forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
         for lo, hi in _chunks(since, started):
             for grain in ("minute", "hour"):
                 refresh(self.con, grain, lo, hi, self._prices)

@@ -70,8 +70,9 @@ def _window(rule: Rule) -> str:
     return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
 
 
-def _usd(value: Decimal | None) -> str:
-    return f"${value or 0:,.4f}"
+def _usd(value: Decimal | float | None) -> str:
+    amount = value or 0
+    return f"{'-' if amount < 0 else ''}${abs(amount):,.4f}"
 
 
 _ROUTE_FIGURES = """
@@ -160,8 +161,8 @@ def _money_per_hour(column: str, what: str) -> Callable[[Rule, Context], list[Ob
             return []
         subject = ", ".join(rule.routes) or "all routes"
         summary = (
-            f"{subject}: {what} at ${per_hour:,.2f}/h over the last {_window(rule)} "
-            f"(budget ${rule.threshold:,.2f}/h); {_usd(total)} so far"
+            f"{subject}: {what} at {_usd(per_hour)}/h over the last {_window(rule)} "
+            f"(budget {_usd(rule.threshold)}/h); {_usd(total)} so far"
         )
         return [Observation(rule, subject, per_hour, summary, total)]
 

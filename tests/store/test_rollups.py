@@ -189,3 +189,28 @@ def test_an_unpriced_model_is_counted_not_costed_as_zero(con):
         "SELECT unpriced_attempts FROM rollup_minute WHERE model = 'mystery'"
     ).fetchone()
     assert row == (1,)
+
+
+def test_late_attempts_recompute_the_cache_baselines_of_the_hours_after_them(tmp_path):
+    """A writer that was offline delivers the primary's cached successes of an hour ago: the
+    next hour's cache-hit baseline, computed before they arrived, is computed again."""
+    from alerts.store_rows import attempt
+
+    from engine.store.db import open_store
+    from engine.store.rollups import forget_baselines, refresh
+
+    con = open_store(tmp_path / "late.duckdb")
+    hour = datetime(2026, 11, 23, 10, tzinfo=UTC)
+    attempt(con, hour + timedelta(hours=1, minutes=5), request_id="now", input_tokens=100)
+    refresh(con, "minute", hour + timedelta(hours=1), hour + timedelta(hours=1, minutes=10),
+            lambda kind, model: None)  # fmt: skip
+    baseline = "SELECT hit_ratio FROM baselines WHERE hour = $h"
+    assert con.execute(baseline, {"h": hour + timedelta(hours=1)}).fetchone() == (0.0,)
+
+    attempt(con, hour + timedelta(minutes=30), request_id="late", input_tokens=100,
+            cache_read_tokens=900)  # fmt: skip
+    forget_baselines(con, hour + timedelta(minutes=30))
+    refresh(con, "minute", hour + timedelta(minutes=30), hour + timedelta(hours=1, minutes=10),
+            lambda kind, model: None)  # fmt: skip
+    assert con.execute(baseline, {"h": hour + timedelta(hours=1)}).fetchone() == (0.9,)
+    con.close()
