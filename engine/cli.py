@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -256,10 +259,18 @@ def up(
         job = run_stack(
             config, paths, gateway_port=gateway_port, say=typer.echo, dashboard_port=board
         )
-    try:
-        asyncio.run(job)
-    except KeyboardInterrupt:
-        typer.echo("stopped")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_until_stopped(job))
+    typer.echo("stopped")
+
+
+async def _until_stopped(job: Coroutine[Any, Any, None]) -> None:
+    """Run `job`; SIGTERM (a service manager, `docker stop`) stops it as Ctrl-C does: every
+    child process is stopped in order and the spool is flushed, never orphaned."""
+    task = asyncio.ensure_future(job)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 alerts_app = typer.Typer(help="Alert receivers, silences and what is firing.", no_args_is_help=True)

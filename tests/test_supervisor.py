@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -56,3 +60,37 @@ async def test_the_stack_serves_records_and_stops_cleanly(tmp_path: Path, monkey
     con = duckdb.connect(str(paths.database), read_only=True)
     (rows,) = con.execute("SELECT count(*) FROM attempts").fetchone()
     assert rows == 1, "the gateway's attempt was spooled and ingested by the last cycle"
+
+
+def test_switchover_up_stopped_by_sigterm_stops_every_process(tmp_path: Path):
+    """A service manager stops with SIGTERM, not Ctrl-C: nothing may be left running."""
+    config = tmp_path / "switchover.toml"
+    config.write_text(
+        '[providers.gpt]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        '[routes.support]\ntargets = ["gpt/gpt-4.1-mini"]\n'
+    )
+    port, board = _free_port(), _free_port()
+    up = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "up", "--no-demo", "-c", str(config),
+         "--gateway-port", str(port), "--dashboard-port", str(board),
+         "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    while len([line for line in lines if "(pid " in line]) < 3:
+        line = up.stdout.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the gateway answers: everything is up
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                break
+        time.sleep(0.2)
+    up.send_signal(signal.SIGTERM)
+    rest, _ = up.communicate(timeout=90)
+    assert up.returncode == 0 and "stopped" in rest
+    pids = [int(line.split("pid ")[1].split(")")[0]) for line in lines if "(pid " in line]
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
