@@ -278,6 +278,20 @@ class RequestRun:
             ttft_ms=ttft_ms,
         )
 
+    def unsent(self, target: Target, breaker_state: str) -> None:
+        """Record a request that ended without any attempt, every target skipped: one row to
+        the hooks (outcome "skipped", no HTTP call, no tokens) so that telemetry counts it as
+        unavailable and the Explorer finds it; the caller's attempts stay empty."""
+        if self.attempts:
+            return
+        now, wall = self.now(), self.clock.wall()
+        flight = _InFlight(target, 0, breaker_state, now, wall, ended=now)
+        reasons = "; ".join(f"{name}: {why}" for name, why in self.skipped)
+        kind = "no_budget" if self.deadline_hit else "all_skipped"
+        why = (kind, reasons or "every target was skipped")
+        self._record(flight, outcome="skipped", decision="give_up", served=False,
+                     usage=Usage(), ttft_ms=None, skipped=why)  # fmt: skip
+
     def _take(self) -> _InFlight:
         flight, self.current = self.current, None
         assert flight is not None, "an attempt was recorded twice"
@@ -287,7 +301,7 @@ class RequestRun:
         self,
         flight: _InFlight,
         *,
-        outcome: Literal["success", "error", "cancelled"],
+        outcome: Literal["success", "error", "cancelled", "skipped"],
         decision: str,
         served: bool,
         usage: Usage,
@@ -295,6 +309,7 @@ class RequestRun:
         error: AttemptError | None = None,
         provider_request_id: str | None = None,
         tokens_estimated: bool = False,
+        skipped: tuple[str, str] | None = None,  # (class, message) of an unsent request
     ) -> None:
         target = flight.target
         attempt = Attempt(
@@ -313,12 +328,12 @@ class RequestRun:
             streamed=self.request.stream,
             outcome=outcome,
             decision=decision,
-            error_class=error.error_class if error else None,
+            error_class=error.error_class if error else (skipped[0] if skipped else None),
             fault_kind=error.fault_kind if error else None,
             http_status=error.status if error else None,
             error_type=error.error_type if error else None,
             error_code=error.error_code if error else None,
-            error_message=error.message if error else None,
+            error_message=error.message if error else (skipped[1] if skipped else None),
             retry_after_s=error.retry_after_s if error else None,
             breaker_state=flight.breaker_state,
             served=served,
@@ -331,7 +346,8 @@ class RequestRun:
             provider_request_id=provider_request_id,
             tokens_estimated=tokens_estimated,
         )
-        self.attempts.append(attempt)
+        if outcome != "skipped":  # the caller's list holds the calls made, the record all
+            self.attempts.append(attempt)
         for hook in self.hooks:
             try:
                 hook(attempt)

@@ -197,6 +197,9 @@ class Chain:
                     if wait is None:
                         break
                     await self.clock.sleep(wait)
+        if not run.attempts:
+            state = (await self.breakers.snapshot(self.targets[0].name)).status
+            run.unsent(self.targets[0], state)
         raise AllProvidersUnavailable(
             tuple(run.errors),
             tuple(run.attempts),

@@ -264,7 +264,9 @@ def is_content(event: StreamEvent) -> bool:
 
 # --- the attempt record ----------------------------------------------------------------------
 
-Outcome = Literal["success", "error", "cancelled"]
+# "skipped": the request's every target was skipped (breakers open, cooling after a 429, no
+# budget left), so no HTTP call was made; one such row keeps the request visible.
+Outcome = Literal["success", "error", "cancelled", "skipped"]
 KeyKind = Literal["own", "managed"]
 
 

@@ -210,6 +210,25 @@ def test_a_cooling_target_is_named_when_nothing_could_answer():
     assert error.errors == () and len(rig.calls()) == 1
 
 
+def test_a_request_that_could_not_be_sent_anywhere_is_still_recorded_once():
+    """Every target skipped: no HTTP call, no attempt for the caller, but one "skipped" record
+    for telemetry, so the request counts as unavailable and can be found."""
+    rig = Rig(targets=1, breaker_failures=1, primary_retries=0)
+    rig.script(PRIMARY, "500")
+    rig.fails()
+    rig.attempts.clear()
+    error = rig.fails()
+    assert error.attempts == ()
+    [record] = rig.attempts
+    assert (record.outcome, record.decision, record.error_class) == (
+        "skipped",
+        "give_up",
+        "all_skipped",
+    )
+    assert record.target == PRIMARY and record.breaker_state == "open"
+    assert "breaker open" in record.error_message and not record.served
+
+
 # --- the breaker, through the chain ----------------------------------------------------------
 
 

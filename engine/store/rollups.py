@@ -156,7 +156,7 @@ att_rollup AS (
         coalesce(sum(a.cache_write_tokens * (a.p_cache_write - a.p_input)) FILTER (
             a.outcome = 'success' AND a.fallback_depth = 0 AND a.rewarming), 0) AS rewarm_usd
     FROM priced a
-    WHERE a.bucket >= $lo AND a.bucket < $hi
+    WHERE a.bucket >= $lo AND a.bucket < $hi AND a.outcome <> 'skipped'  -- no call was made
     GROUP BY ALL
 )
 SELECT bucket, route, provider, model, target, feat AS feature,
@@ -269,7 +269,7 @@ spread AS (
         quantile_cont(latency_ms, 0.99) AS latency_p99_ms,
         quantile_cont(ttft_ms, 0.5) FILTER (outcome = 'success') AS ttft_p50_ms,
         quantile_cont(ttft_ms, 0.95) FILTER (outcome = 'success') AS ttft_p95_ms
-    FROM attempts WHERE started_at >= $lo AND started_at < $hi
+    FROM attempts WHERE started_at >= $lo AND started_at < $hi AND outcome <> 'skipped'
     GROUP BY ALL
 )
 SELECT * FROM sums LEFT JOIN spread USING (bucket, {_KEYS})

@@ -214,3 +214,22 @@ def test_late_attempts_recompute_the_cache_baselines_of_the_hours_after_them(tmp
             lambda kind, model: None)  # fmt: skip
     assert con.execute(baseline, {"h": hour + timedelta(hours=1)}).fetchone() == (0.9,)
     con.close()
+
+
+def test_a_request_no_target_could_take_counts_as_unavailable_but_not_as_an_attempt(tmp_path):
+    from alerts.store_rows import attempt
+
+    from engine.store.db import open_store
+
+    con = open_store(tmp_path / "skipped.duckdb")
+    at = datetime(2026, 11, 23, 10, 0, 30, tzinfo=UTC)
+    attempt(con, at, request_id="none", outcome="skipped", decision="give_up", served=False,
+            error_class="all_skipped", input_tokens=0, output_tokens=0, latency_ms=0.0)  # fmt: skip
+    refresh(con, "minute", at, at, lambda kind, model: None)
+    row = con.execute(
+        "SELECT sum(requests), sum(unavailable), coalesce(sum(attempts), 0),"
+        " coalesce(sum(failed_attempts), 0) "
+        "FROM rollup_minute"
+    ).fetchone()
+    assert row == (1, 1, 0, 0)
+    con.close()
