@@ -87,6 +87,17 @@ def event_for_change(
     )
 
 
+def recording_changes(recorder: object, clock: object) -> object:
+    """A breaker store's `on_change` that hands each transition to `recorder.breaker_changed`
+    with `clock`'s times (the library facade and the simulator wire their stores so)."""
+
+    def on_change(target: str, old: BreakerState, new: BreakerState) -> None:
+        event = event_for_change(target, old, new, wall=clock.wall(), now=clock.now())  # type: ignore[attr-defined]
+        recorder.breaker_changed(event)  # type: ignore[attr-defined]
+
+    return on_change
+
+
 def write_events(events_dir: Path, events: list[BreakerEvent], *, fsync: bool = True) -> None:
     """One complete `.jsonl` file, or none (raises; the caller keeps the events for later)."""
     if not events:

@@ -207,6 +207,52 @@ def dashboard(
     os.execve(command[0], command, env)  # Streamlit owns the process and its signals
 
 
+@app.command()
+def simulate(
+    scenario: Annotated[str, typer.Argument(help="A scenario file, or a library name (--list).")],
+    backup: Annotated[
+        list[str] | None,
+        typer.Option(help="A backup candidate provider/model; repeat to compare several."),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the results as JSON here.")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """What would this incident cost with that backup? Replays the scenario through the real
+    chain on a virtual clock, once without the incident and once per backup."""
+    import json
+
+    from engine.paths import DataPaths
+    from simulations.report import comparison_table
+    from simulations.scenario import load_scenario
+    from simulations.simulate import arrivals, as_json
+    from simulations.simulate import simulate as run
+
+    try:
+        loaded = load_scenario(scenario)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    runs = 1 + len(backup or loaded.backups or [None])
+    total = len(arrivals(loaded)) * runs
+    typer.echo(f"{loaded.name}: {total // runs:,} requests, {runs} runs")
+    with typer.progressbar(length=1000, label="simulating") as bar:
+        done: dict[str, float] = {}
+
+        def progress(label: str, share: float) -> None:
+            done[label] = share
+            bar.update(int(1000 * sum(done.values()) / runs) - bar.pos)
+
+        try:
+            comparison = run(loaded, backup or None, results_dir=paths.root / "simulations",
+                             progress=progress)  # fmt: skip
+        except ConfigError as exc:
+            raise _fail(str(exc)) from None
+    typer.echo(comparison_table(comparison))
+    if out is not None:
+        out.write_text(json.dumps(as_json(comparison), indent=2) + "\n")
+        typer.echo(f"results written to {out}")
+
+
 @app.command("demo-history", hidden=True)
 def demo_history(
     data_dir: DataDirOption = None,

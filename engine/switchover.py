@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import httpx
 
 from engine.attempt import AttemptHook
-from engine.breaker import BreakerState, BreakerStore, MemoryBreakerStore
-from engine.breaker_events import event_for_change
+from engine.breaker import BreakerStore, MemoryBreakerStore
+from engine.breaker_events import recording_changes
 from engine.chain import Chain, EventHook, Target
 from engine.clock import Clock, SystemClock
 from engine.config import Config, ProviderConfig, load_config, parse_target
@@ -91,7 +91,7 @@ class Switchover:
         self.breakers = breakers or MemoryBreakerStore(
             config.policy.breaker_policy(),
             policies_by_key=_breaker_policies(config),
-            on_change=self._breaker_changed if self.recorder is not None else None,
+            on_change=recording_changes(self.recorder, self.clock) if self.recorder else None,
         )
         self._chains: dict[str, Chain] = {
             name: self._chain(name, [(t.provider, t.model) for t in route.targets], route.policy)
@@ -134,13 +134,6 @@ class Switchover:
             hooks=self.hooks,
             event_hooks=self.event_hooks,
         )
-
-    def _breaker_changed(self, target: str, old: BreakerState, new: BreakerState) -> None:
-        """Breaker transitions go to the spool with the attempts: alerts and incident views
-        need to know how long a breaker stayed open, and a skipped target makes no attempt."""
-        if self.recorder is not None:
-            event = event_for_change(target, old, new, wall=self.clock.wall(), now=self.clock.now())
-            self.recorder.breaker_changed(event)
 
     def add_hook(self, hook: AttemptHook) -> None:
         """Every Attempt of every chain, built already or later, goes to `hook` (it must not

@@ -1,0 +1,247 @@
+"""What-if scenarios: traffic, a chain, and what goes wrong when, as TOML.
+
+name = "Anthropic 529s for 2 h at peak"
+duration = "6h"                       # simulated time
+start = "2026-11-23T09:00:00Z"        # optional: when the simulated day begins (UTC)
+backups = ["claude/claude-haiku-4-5", "gpt/gpt-4.1-mini"]   # candidates compared
+
+[providers.claude]                    # as in switchover.toml; no URL or key needed
+kind = "anthropic"
+[routes.support]
+targets = ["claude/claude-sonnet-4-5", "gpt/gpt-4.1-mini"]   # a candidate replaces the 2nd
+[policy]                              # optional overrides, as in switchover.toml
+
+[traffic]
+rate_per_s = 20                       # at the daily peak
+daily_curve = true                    # quiet nights, busy afternoons (UTC)
+[traffic.routes.support]
+share = 0.7                           # of the requests
+input_tokens = 1800                   # mean prompt size (± 30 %)
+output_tokens = 250                   # mean answer size (± 40 %)
+cached_share = 0.8                    # of the prompt the primary reads from its cache
+
+[latency]                             # healthy providers: time to the whole answer
+median_ms = 600
+p99_ms = 4000
+
+[[faults]]
+target = "claude/claude-sonnet-4-5"   # or a provider name: all its models
+kind = "overloaded"                   # overloaded, server_error, rate_limit, auth, timeout, slow
+start = "2h"                          # from the scenario's start
+end = "4h"
+rate = 1.0                            # share of requests that fail while it lasts
+# also: retry_after_s (rate_limit), median_ms and p99_ms (slow),
+# flapping = {period = "10m", down = "3m"}
+
+[limits."gpt/gpt-4.1-mini"]           # the provider's rate limits on your account
+rpm = 5000
+tpm = 2000000
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.alerts.rules import parse_duration
+from engine.config import Config, parse_config
+from engine.errors import ConfigError
+
+SCENARIOS_DIR = Path(__file__).parent / "scenarios"
+FAULT_KINDS = ("overloaded", "server_error", "rate_limit", "auth", "timeout", "slow")
+DEFAULT_START = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)  # a Monday
+_TOP = ("name", "description", "duration", "start", "seed", "backups", "providers", "routes",
+        "policy", "prices", "traffic", "latency", "faults", "limits")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTraffic:
+    share: float
+    input_tokens: int
+    output_tokens: int
+    cached_share: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    target: str  # "provider/model", or "provider" for every model it serves
+    kind: str
+    start_s: float
+    end_s: float
+    rate: float = 1.0
+    retry_after_s: float | None = None
+    median_ms: float | None = None
+    p99_ms: float | None = None
+    period_s: float | None = None  # flapping: down for `down_s` at the start of every period
+    down_s: float | None = None
+
+    def hits(self, target: str) -> bool:
+        return self.target == target or self.target == target.split("/", 1)[0]
+
+    def active(self, t: float) -> bool:
+        if not self.start_s <= t < self.end_s:
+            return False
+        if self.period_s:
+            return (t - self.start_s) % self.period_s < (self.down_s or 0)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    duration_s: float
+    start: datetime
+    seed: int
+    config: Config  # providers, routes, policy, prices: the chain to simulate
+    rate_per_s: float
+    daily_curve: bool
+    routes: Mapping[str, RouteTraffic]
+    median_ms: float
+    p99_ms: float
+    faults: tuple[Fault, ...]
+    limits: Mapping[str, Limits] = field(default_factory=dict)
+    backups: tuple[str, ...] = ()
+    source: str = ""
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.exists() and (SCENARIOS_DIR / f"{path}.toml").exists():
+        path = SCENARIOS_DIR / f"{path}.toml"  # a library scenario by its file name
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        names = ", ".join(p.stem for p in library())
+        raise ConfigError(f"{path}: no such scenario (the library has: {names})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_scenario(data, source=str(path))
+
+
+def library() -> list[Path]:
+    return sorted(SCENARIOS_DIR.glob("*.toml"))
+
+
+def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scenario:
+    def fail(key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{source}: {key}: {problem}")
+
+    for key in data:
+        if key not in _TOP:
+            raise fail(key, f"unknown key (allowed: {', '.join(_TOP)})")
+    chain = {k: data[k] for k in ("providers", "routes", "policy", "prices") if k in data}
+    config = parse_config(chain, source=source)
+    duration = parse_duration(data.get("duration", "1h"))
+    if not duration:
+        raise fail("duration", 'must be a duration like "6h" or "7d"')
+    start = data.get("start", DEFAULT_START)
+    if isinstance(start, str):
+        try:
+            start = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        except ValueError:
+            raise fail("start", "must be a date and time like 2026-11-23T09:00:00Z") from None
+    if not isinstance(start, datetime) or start.tzinfo is None:
+        raise fail("start", "must be a date and time with a timezone (…Z for UTC)")
+    traffic = _table(data.get("traffic", {}), "traffic", fail)
+    rate = traffic.get("rate_per_s", 5)
+    if not _positive(rate):
+        raise fail("traffic.rate_per_s", "must be a positive number")
+    routes = {
+        name: _route_traffic(name, raw, fail)
+        for name, raw in _table(traffic.get("routes", {}), "traffic.routes", fail).items()
+    }
+    for name in routes:
+        if name not in config.routes:
+            raise fail(f"traffic.routes.{name}", "is not a route of [routes]")
+    if not routes:
+        raise fail("traffic.routes", "give at least one route's share of the traffic")
+    latency = _table(data.get("latency", {}), "latency", fail)
+    faults = tuple(_fault(i, raw, duration, fail) for i, raw in enumerate(data.get("faults", [])))
+    limits = {
+        target: Limits(raw.get("rpm"), raw.get("tpm"))
+        for target, raw in _table(data.get("limits", {}), "limits", fail).items()
+    }
+    backups = tuple(data.get("backups", ()))
+    return Scenario(
+        name=str(data.get("name", Path(source).stem)),
+        description=str(data.get("description", "")),
+        duration_s=duration,
+        start=start.astimezone(UTC),
+        seed=int(data.get("seed", 7)),
+        config=config,
+        rate_per_s=float(rate),
+        daily_curve=bool(traffic.get("daily_curve", False)),
+        routes=routes,
+        median_ms=float(latency.get("median_ms", 600)),
+        p99_ms=float(latency.get("p99_ms", 4000)),
+        faults=faults,
+        limits=limits,
+        backups=backups,
+        source=source,
+    )
+
+
+def _route_traffic(name: str, raw: Any, fail: Any) -> RouteTraffic:
+    where = f"traffic.routes.{name}"
+    raw = _table(raw, where, fail)
+    for key in ("share", "input_tokens", "output_tokens"):
+        if not _positive(raw.get(key)):
+            raise fail(f"{where}.{key}", "must be a positive number")
+    cached = raw.get("cached_share", 0.0)
+    if not isinstance(cached, int | float) or not 0 <= cached <= 1:
+        raise fail(f"{where}.cached_share", "must be between 0 and 1")
+    return RouteTraffic(
+        float(raw["share"]), int(raw["input_tokens"]), int(raw["output_tokens"]), float(cached)
+    )
+
+
+def _fault(i: int, raw: Any, duration: float, fail: Any) -> Fault:
+    where = f"faults[{i}]"
+    raw = _table(raw, where, fail)
+    kind = raw.get("kind")
+    if kind not in FAULT_KINDS:
+        raise fail(f"{where}.kind", f"must be one of {', '.join(FAULT_KINDS)} (got {kind!r})")
+    target = raw.get("target")
+    if not isinstance(target, str) or not target:
+        raise fail(f"{where}.target", 'name a target ("claude/claude-sonnet-4-5") or provider')
+    start = parse_duration(raw.get("start", 0))
+    end = parse_duration(raw.get("end", duration))
+    if start is None or end is None or end <= start:
+        raise fail(where, "start and end must be durations from the start, end after start")
+    rate = raw.get("rate", 1.0)
+    if not isinstance(rate, int | float) or not 0 < rate <= 1:
+        raise fail(f"{where}.rate", "must be in (0, 1]")
+    flapping = raw.get("flapping")
+    period = down = None
+    if flapping is not None:
+        flapping = _table(flapping, f"{where}.flapping", fail)
+        period, down = parse_duration(flapping.get("period")), parse_duration(flapping.get("down"))
+        if not period or down is None or down > period:
+            raise fail(f"{where}.flapping", 'needs period and down (≤ period), like "10m", "3m"')
+    if kind == "slow" and not _positive(raw.get("median_ms")):
+        raise fail(f"{where}.median_ms", "a slow fault needs its median latency")
+    return Fault(
+        target, kind, start, end, float(rate), raw.get("retry_after_s"),
+        raw.get("median_ms"), raw.get("p99_ms"), period, down,
+    )  # fmt: skip
+
+
+def _table(value: Any, where: str, fail: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise fail(where, "must be a table")
+    return value
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
