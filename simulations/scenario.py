@@ -40,6 +40,7 @@ tpm = 2000000
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -245,3 +246,43 @@ def _table(value: Any, where: str, fail: Any) -> Mapping[str, Any]:
 
 def _positive(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def compressed(scenario: Scenario, factor: float) -> Scenario:
+    """The same scenario `factor` times faster: durations, fault times, latencies and every
+    policy time divided by it, the request rate multiplied. A live run of it (real HTTP, real
+    clock) takes `duration / factor` seconds and must agree with its simulation."""
+    from engine.policy import Policy
+
+    def policy(p: Policy) -> Policy:
+        times = {f: getattr(p, f) / factor for f in p.__dataclass_fields__ if f.endswith("_s")}
+        return p.replace(**times)
+
+    config = scenario.config
+    routes = {
+        name: dataclasses.replace(route, policy=policy(route.policy))
+        for name, route in config.routes.items()
+    }
+    faults = tuple(
+        dataclasses.replace(
+            f,
+            start_s=f.start_s / factor,
+            end_s=f.end_s / factor,
+            retry_after_s=None if f.retry_after_s is None else f.retry_after_s / factor,
+            median_ms=None if f.median_ms is None else f.median_ms / factor,
+            p99_ms=None if f.p99_ms is None else f.p99_ms / factor,
+            period_s=None if f.period_s is None else f.period_s / factor,
+            down_s=None if f.down_s is None else f.down_s / factor,
+        )
+        for f in scenario.faults
+    )
+    return dataclasses.replace(
+        scenario,
+        duration_s=scenario.duration_s / factor,
+        config=dataclasses.replace(config, routes=routes, policy=policy(config.policy)),
+        rate_per_s=scenario.rate_per_s * factor,
+        median_ms=scenario.median_ms / factor,
+        p99_ms=scenario.p99_ms / factor,
+        faults=faults,
+        daily_curve=False,
+    )

@@ -226,7 +226,7 @@ def run_once(
     alerts_log.setLevel(logging.ERROR)  # a simulated incident's alerts are not news
     try:
         pipeline.cycle()
-        result = _results(pipeline, label, backup, scenario)
+        result = results_of(pipeline, label, backup, scenario)
     finally:
         pipeline.close()
         alerts_log.setLevel(level)
@@ -293,7 +293,7 @@ _FALLBACK_OVER_TIME = """
 """
 
 
-def _results(pipeline: Pipeline, label: str, backup: str | None, scenario: Scenario) -> RunResult:
+def results_of(pipeline: Pipeline, label: str, backup: str | None, scenario: Scenario) -> RunResult:
     con = pipeline.con
     (requests, failed, by_fallback, cost, premium, cache_loss, rewarm, wasted,
      unpriced) = con.execute(_FIGURES).fetchone()  # fmt: skip
