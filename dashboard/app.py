@@ -16,6 +16,7 @@ pages = [
     st.Page("pages/costs.py", title="Costs", icon=":material/payments:"),
     st.Page("pages/incidents.py", title="Incidents & alerts", icon=":material/warning:"),
     st.Page("pages/explorer.py", title="Explorer", icon=":material/search:"),
+    st.Page("pages/whatif.py", title="What-if", icon=":material/science:"),
 ]
 page = st.navigation(pages)
 

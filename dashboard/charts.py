@@ -46,3 +46,8 @@ def timeline(
     fig = px.timeline(frame, x_start=start, x_end=end, y=row, color=color)
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, "")
+
+
+def lines_by(frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str) -> go.Figure:
+    fig = px.line(frame, x=x, y=y, color=color, markers=True)
+    return _layout(fig, title, yaxis)

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import random
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -246,7 +247,7 @@ def simulate(
     """The baseline and one run per backup candidate (the scenario's own when none given)."""
     candidates = list(backups or scenario.backups) or [_second_target(scenario.config)]
     traffic = arrivals(scenario)
-    root = results_dir / _slug(scenario.name)
+    root = results_dir / slug(scenario.name)
     baseline = run_once(scenario, scenario.config, traffic, DataPaths(root / "baseline"),
                         faults=False, label="baseline", progress=progress)  # fmt: skip
     runs = [
@@ -254,7 +255,7 @@ def simulate(
             scenario,
             with_backup(scenario.config, backup),
             traffic,
-            DataPaths(root / _slug(backup)),
+            DataPaths(root / slug(backup)),
             label=backup,
             backup=backup,
             progress=progress,
@@ -324,8 +325,9 @@ def _second_target(config: Config) -> str:
     raise ConfigError("the scenario's routes have no backup: give one with --backup")
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+def slug(text: str) -> str:
+    """A name as a file or folder name: lower-case letters and digits joined by dashes."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def as_json(comparison: Comparison) -> dict:
