@@ -5,7 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint format bench clean
+# LiteLLM, the benchmark's peer, lives in a virtual environment of its own: it is never a
+# dependency of Switchover. Pinned, so that every run compares against the same release.
+LITELLM_VERSION := 1.110.2
+BENCH_VENV := bench/.venv-litellm
+BENCH_STAMP := $(BENCH_VENV)/.installed-litellm-$(LITELLM_VERSION)
+
+.PHONY: help install run test lint format bench bench-venv clean
 
 help: ## List the targets with what they do
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -33,8 +39,16 @@ format: install ## Rewrite the code in the project's style
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: install ## Measure the engine, the gateway and the telemetry spine (writes docs/benchmarks.md)
+$(BENCH_STAMP):
+	@test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet 'litellm==$(LITELLM_VERSION)'
+	@rm -f $(BENCH_VENV)/.installed-* && touch $@
+
+bench-venv: $(BENCH_STAMP) ## Create bench/.venv-litellm with LiteLLM, the benchmark's peer
+
+bench: install bench-venv ## Measure the engine (against LiteLLM), outages, the gateway and the telemetry (writes docs/benchmarks.md)
 	$(PY) -m bench
 
-clean: ## Remove the virtual environment and runtime data
-	rm -rf $(VENV) data/spool data/published data/reports data/*.duckdb
+clean: ## Remove the virtual environments and runtime data
+	rm -rf $(VENV) $(BENCH_VENV) data/spool data/published data/reports data/*.duckdb

@@ -1,6 +1,7 @@
-"""`python -m bench [--quick] [--only chain|telemetry|gateway] [--no-write] [--output PATH]`:
-run the chain's cases, the telemetry figures and the gateway's, print one table for each, and
-rewrite the generated sections of docs/benchmarks.md (with `--only`, only that part)."""
+"""`python -m bench [--quick] [--only chain|incident|telemetry|gateway] [--no-write]
+[--output PATH]`: run the chain's cases (with LiteLLM's Router beside them), the outage figures,
+the telemetry figures and the gateway's, print the tables, and rewrite the generated sections of
+docs/benchmarks.md (with `--only`, only that part)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
-from bench import gateway, report, telemetry
+from bench import gateway, incident, peer, report, telemetry
 from bench.cases import QUICK, Run, Sizes
 from bench.fake_process import REPO, FakeServerProcess
 from bench.stats import Row
@@ -26,13 +28,23 @@ async def _measure(fake: FakeServerProcess, sizes: Sizes) -> tuple[list[Row], fl
         return rows, run.server_busy_peak
 
 
+def _progress(began: float) -> Callable[[str], None]:
+    def say(what: str) -> None:
+        print(f"[{time.monotonic() - began:6.1f} s] {what}", file=sys.stderr, flush=True)
+
+    return say
+
+
 def chain(quick: bool, pin: bool, command: str) -> str:
     sizes = QUICK if quick else Sizes()
     started, when = time.monotonic(), datetime.now(UTC)
     with FakeServerProcess(pin=pin) as fake:
         rows, server_busy = asyncio.run(_measure(fake, sizes))
+        _progress(started)("LiteLLM's Router, in its own virtual environment")
+        measured = peer.measure(fake.url, peer.QUICK if quick else peer.Sizes())
         pinned = fake.pinned
     runtime_s = time.monotonic() - started
+    venv = str(peer.VENV.relative_to(REPO))
     generated = report.section(
         rows,
         sizes,
@@ -41,8 +53,26 @@ def chain(quick: bool, pin: bool, command: str) -> str:
         when=when,
         pinned=pinned,
         server_busy=server_busy,
+        peer=report.peer_section(measured, peer.compare(measured, rows), venv),
     )
     print(generated.split("### How to read this")[0].rstrip(), flush=True)
+    return generated
+
+
+def incident_part(quick: bool, pin: bool, command: str) -> str:
+    started, when = time.monotonic(), datetime.now(UTC)
+    sizes = incident.QUICK if quick else incident.Sizes()
+    with FakeServerProcess(pin=pin) as fake:
+        outcomes = asyncio.run(incident.measure(fake.url, sizes, _progress(started)))
+        pinned = fake.pinned
+    generated = report.incident_section(
+        outcomes,
+        command=command,
+        runtime_s=time.monotonic() - started,
+        when=when,
+        pinned=pinned,
+    )
+    print("\n" + generated.split("### How to read")[0].rstrip(), flush=True)
     return generated
 
 
@@ -76,6 +106,8 @@ def main() -> None:
     generated: dict[str, str] = {}
     if args.only in (None, "chain"):
         generated["chain"] = chain(args.quick, not args.no_pin, command)
+    if args.only in (None, "incident"):
+        generated["incident"] = incident_part(args.quick, not args.no_pin, command)
     if args.only in (None, "telemetry"):
         generated["telemetry"] = telemetry_part(args.quick, command)
     gateway_text = None

@@ -1,8 +1,11 @@
 """Which comparisons make up the table, and the checks that keep them honest.
 
 Overhead, per dialect: a plain answer and a stream, one at a time and at a concurrency, the
-chain against `Direct`. Before a dialect's numbers are kept, the fake's call log must show one
-and the same JSON body from both sides: otherwise the rows would compare different requests.
+chain (on the providers' default transport, aiohttp under httpx) against `Direct` (on httpx's
+own). Then the openai rows one at a time again with the chain on httpx's own transport too, so
+that the engine's own work shows apart from the transport's. Before a dialect's numbers are
+kept, the fake's call log must show one and the same JSON body from both sides: otherwise the
+rows would compare different requests.
 
 Fallback: the primary (Anthropic) answers 529 through the fake's `model#529` suffix and the
 backup (OpenAI) serves; the baseline is a healthy direct call to that backup. Three variants
@@ -28,6 +31,7 @@ import httpx
 
 from bench.contenders import MODELS, Direct, ThroughChain
 from bench.fake_process import FakeServerProcess
+from bench.peer import SAME_TRANSPORT
 from bench.runner import Connections, bursts, sequential, warm_up
 from bench.stats import Row, row
 from engine.policy import Policy
@@ -45,9 +49,10 @@ class Sizes:
     burst: int = 500  # requests per side per burst
     rounds: int = 6  # bursts per side
     fallback: int = 400  # per side
+    same_transport: int = 1000  # per side, one at a time, the chain on httpx's own transport
 
 
-QUICK = Sizes(warmup=10, sequential=60, burst=64, rounds=2, fallback=20)
+QUICK = Sizes(warmup=10, sequential=60, burst=64, rounds=2, fallback=20, same_transport=60)
 
 
 class BenchError(RuntimeError):
@@ -71,13 +76,33 @@ class Run:
         rows: list[Row] = []
         for dialect in DIALECTS:
             rows += await self.overhead(dialect)
+        # The providers' default transport (aiohttp under httpx) is not the baseline's (httpx's
+        # own); these rows hold the transport equal, so what differs is the engine alone.
+        rows += await self.overhead(
+            "openai",
+            transport=httpx.AsyncHTTPTransport(),
+            suffix=SAME_TRANSPORT,
+            concurrent=False,
+            n=self.sizes.same_transport,
+        )
         rows += await self.fallback()
         return rows
 
-    async def overhead(self, dialect: str) -> list[Row]:
+    async def overhead(
+        self,
+        dialect: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        suffix: str = "",
+        concurrent: bool = True,
+        n: int | None = None,
+    ) -> list[Row]:
+        """`transport`: the chain's, instead of the providers' default; `suffix` ends each
+        row's label; `concurrent`: also the bursts at a concurrency; `n`: requests one at a
+        time, per side (default `sizes.sequential`)."""
         s, conns = self.sizes, self.conns
         direct = Direct(dialect, self.fake.url)
-        chained = ThroughChain.single(dialect, self.fake.url)
+        chained = ThroughChain.single(dialect, self.fake.url, transport=transport)
         try:
             rows = []
             for mode in ("answer", "stream"):
@@ -85,16 +110,19 @@ class Run:
                 a, b = (direct.complete, chained.complete)
                 if stream:
                     a, b = direct.stream, chained.stream
-                label = f"{dialect} {'stream, first text' if stream else 'answer'}"
+                label = f"{dialect} {'stream, first text' if stream else 'answer'}{suffix}"
 
-                self.progress(f"{dialect} {mode}: one at a time")
+                self.progress(f"{dialect} {mode}{suffix}: one at a time")
                 await self.fake.reset(self.control)
                 await warm_up(a, b, s.warmup, conns)
                 await self._same_bodies(f"{dialect} {mode}")
-                base, subject = await self._phase(sequential(a, b, s.sequential, conns))
+                base, subject = await self._phase(sequential(a, b, n or s.sequential, conns))
                 rows.append(row(label, base, subject, concurrency=1, ttft=stream))
                 if stream:
-                    rows.append(row(f"{dialect} stream, to the end", base, subject, concurrency=1))
+                    end = f"{dialect} stream, to the end{suffix}"
+                    rows.append(row(end, base, subject, concurrency=1))
+                if not concurrent:
+                    continue
 
                 self.progress(f"{dialect} {mode}: concurrency {s.concurrency}")
                 await self.fake.reset(self.control)

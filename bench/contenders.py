@@ -1,27 +1,27 @@
-"""The things measured: a bare httpx client (the baseline) and the same call through the chain.
+"""The things measured: a bare httpx client (the baseline, `bench.wire`) and the same call through
+the chain.
 
 Both send the same JSON body to the same fake endpoint through an `httpx.AsyncClient` with
 default pool settings, and both read the whole answer, so what differs is the engine's own
 work: encoding and decoding the neutral types, the breaker, the deadline, the attempt record.
-The baseline does what a minimal hand-written client would: `response.json()` for an answer,
-`json.loads` of every SSE data line for a stream. The body the chain sends is checked against the
-baseline's in `cases`, through the fake's call log, rather than trusted.
+The body the chain sends is checked against the baseline's in `cases`, through the fake's call
+log, rather than trusted.
 
-A contender has `complete()` and `stream()`; the later comparisons (LiteLLM in its own venv, the
-chain on an httpx-aiohttp transport) are one more class with those two methods, or a
-`transport=` argument to the ones here.
+A contender has `complete()` and `stream()`; another comparison (the chain on an httpx-aiohttp
+transport) is a `transport=` argument to the ones here. LiteLLM, which cannot be imported
+beside Switchover, has its own side in `bench.litellm_side`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Protocol
 
 import httpx
 
+from bench import wire
+from bench.wire import API_KEY, MODELS, OPENAI, PROMPT, Wire
 from engine.chain import Chain, Target
 from engine.clock import SystemClock
 from engine.policy import Policy
@@ -30,17 +30,9 @@ from engine.providers.base import HttpProvider
 from engine.providers.openai import OpenAIProvider
 from engine.types import Message, Request, Response, StreamError, TextDelta
 
-API_KEY = "bench-key"
-MODELS = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
-MAX_TOKENS = 256
-# The fake echoes the prompt in ~12-character deltas, so this length makes a stream of about
-# twenty text events: enough for per-event costs to show in the whole-stream time.
-PROMPT = (
-    "Summarise the delivery status of order 4471 for the customer in two short sentences, "
-    "mention the carrier and the expected date, and apologise for the delay without promising "
-    "a refund or a discount of any kind."
-)
-REQUEST = Request(messages=(Message.user(PROMPT),), max_tokens=MAX_TOKENS)
+__all__ = ["API_KEY", "MODELS", "REQUEST", "WIRES", "Direct", "ThroughChain", "provider"]
+
+REQUEST = Request(messages=(Message.user(PROMPT),), max_tokens=wire.MAX_TOKENS)
 
 
 class Contender(Protocol):
@@ -57,35 +49,8 @@ class Contender(Protocol):
 
 # --- the baseline ------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Wire:
-    """One dialect as a hand-written client speaks it."""
-
-    dialect: str
-    path: str
-    headers: dict[str, str]
-
-    def body(self, model: str, *, stream: bool) -> dict[str, Any]:
-        if self.dialect == "openai":
-            body: dict[str, Any] = {
-                "model": model,
-                "messages": [{"role": "user", "content": PROMPT}],
-                "max_tokens": MAX_TOKENS,
-            }
-            if stream:  # usage in the stream, as the adapter asks for it
-                body |= {"stream": True, "stream_options": {"include_usage": True}}
-            return body
-        body = {
-            "model": model,
-            "max_tokens": MAX_TOKENS,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}],
-        }
-        return body | {"stream": True} if stream else body
-
-
 WIRES = {
-    "openai": Wire("openai", "/v1/chat/completions", {"authorization": f"Bearer {API_KEY}"}),
+    "openai": OPENAI,
     "anthropic": Wire(
         "anthropic",
         "/v1/messages",
@@ -94,17 +59,8 @@ WIRES = {
 }
 
 
-def _text_of(dialect: str, event: Any) -> str:
-    if dialect == "openai":
-        choices = event.get("choices") or [{}]
-        return choices[0].get("delta", {}).get("content") or ""
-    if event.get("type") == "content_block_delta":
-        return event["delta"].get("text") or ""
-    return ""
-
-
-class Direct:
-    """`httpx.AsyncClient.post` of the dialect's JSON: what the chain is compared with."""
+class Direct(wire.Direct):
+    """The baseline for one dialect by name."""
 
     def __init__(
         self,
@@ -114,36 +70,7 @@ class Direct:
         model: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.name = f"httpx {dialect}"
-        self.dialect = dialect
-        wire = WIRES[dialect]
-        self._url = root_url + wire.path
-        model = model or MODELS[dialect]
-        self._body = wire.body(model, stream=False)
-        self._stream_body = wire.body(model, stream=True)
-        self._client = httpx.AsyncClient(transport=transport, headers=wire.headers)
-
-    async def complete(self) -> None:
-        response = await self._client.post(self._url, json=self._body)
-        response.raise_for_status()
-        response.json()
-
-    async def stream(self) -> float:
-        first = 0.0
-        async with self._client.stream("POST", self._url, json=self._stream_body) as response:
-            response.raise_for_status()
-            async for line in response.aiter_lines():
-                if not line.startswith("data:") or line == "data: [DONE]":
-                    continue
-                text = _text_of(self.dialect, json.loads(line[5:]))
-                if text and not first:
-                    first = perf_counter()
-        if not first:
-            raise RuntimeError(f"{self.name}: a stream without text")
-        return first
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+        super().__init__(WIRES[dialect], root_url, model=model, transport=transport)
 
 
 # --- the subject ---------------------------------------------------------------------------------

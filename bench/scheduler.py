@@ -1,5 +1,6 @@
-"""`python -m bench.scheduler [--quick]`: one scheduler cycle over a store of 10 M attempts, and
-the Live page's reads of what that cycle published.
+"""`python -m bench.scheduler [--quick] [--stored N]`: one scheduler cycle over a store of 10 M
+attempts (or N), and the Live page's reads of what that cycle published. `make bench` runs it
+over 1 M attempts first, then over 10 M, each store built on its own.
 
 The store is built once, in a temporary directory deleted at the end:
   1. generate: 10 M attempts over the last 14 days, in time order, written as 1 M-row Parquet
@@ -21,6 +22,8 @@ Reads: `PublishedData.query` of what the Live page shows, against the published 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import resource
 import shutil
@@ -55,6 +58,7 @@ ROUTES = (
     ("batch", ("anthropic", "claude-haiku-4-5"), ("openai", "gpt-4.1-mini")),
 )
 FEATURES = (None, "chat", "summarise", "classify")
+ALERTING = "alerting"  # the part of the cycle that runs engine.alerts
 FAILED_PRIMARY = 0.05
 
 
@@ -65,6 +69,9 @@ class Sizes:
     file_rows: int = 1_000_000  # generated files: large ones ingest fastest
     new_rows: int = 1_000  # the fresh spool file before each cycle
     cycles: int = 6
+    # No further cycle starts once the cycles so far took this long (at least one runs), so a
+    # slow cycle cannot stretch `make bench` past its ten minutes; the table says so.
+    cycles_budget_s: float = 20.0
     reads: int = 20  # per Live-page query
 
 
@@ -199,12 +206,17 @@ def measure_cycle(pipeline: scheduler.Pipeline) -> Cycle:
     real_con = pipeline.con
     pipeline.con = TimedConnection(real_con, statements)
     try:
-        with (
-            timing(scheduler, "ingest_spool", parts, lambda *a, **k: "ingest"),
-            timing(scheduler, "refresh", parts, lambda con, grain, *a: f"{grain} rollups"),
-            timing(pipeline, "publish", parts, lambda *a: "publish"),
-            timing(scheduler.publishing, "publish", snapshots, lambda con, d, name, *a, **k: name),
-        ):
+        with contextlib.ExitStack() as timers:
+            timers.enter_context(timing(scheduler, "ingest_spool", parts, lambda *a, **k: "ingest"))
+            timers.enter_context(
+                timing(scheduler, "refresh", parts, lambda con, grain, *a: f"{grain} rollups")
+            )
+            if hasattr(pipeline, "watch"):  # the alerting pass, in a pipeline that has one
+                timers.enter_context(timing(pipeline.watch, "run", parts, lambda *a, **k: ALERTING))
+            timers.enter_context(timing(pipeline, "publish", parts, lambda *a: "publish"))
+            timers.enter_context(
+                timing(scheduler.publishing, "publish", snapshots, lambda con, d, n, *a, **k: n)
+            )
             started = time.perf_counter()
             pipeline.cycle()
             seconds = time.perf_counter() - started
@@ -240,8 +252,11 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
             pipeline.con.execute("CHECKPOINT")
             database_mb = paths.database.stat().st_size / 1e6
             os.sync()  # the build's writes are not left to the disk during the cycles
-            cycles = []
+            cycles: list[Cycle] = []
             for k in range(sizes.cycles):
+                if sum(c.seconds for c in cycles) > sizes.cycles_budget_s:
+                    progress(f"stopping after {k} cycles: over {sizes.cycles_budget_s:g} s")
+                    break
                 clock.at += timedelta(minutes=1)
                 fresh = attempts(sizes.new_rows, clock.at - timedelta(minutes=1),
                                  timedelta(minutes=1), 100_000 + k, pricer)  # fmt: skip
@@ -363,9 +378,15 @@ def live_reads(published: Path, now: datetime, repeat: int) -> dict[str, list[fl
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="200,000 attempts over 2 days")
+    parser.add_argument("--stored", type=int, help="attempts in the store (default 10 M)")
     args = parser.parse_args()
     began = time.monotonic()
-    result = run(QUICK if args.quick else Sizes())
+    sizes = QUICK if args.quick else Sizes()
+    if args.stored:
+        sizes = dataclasses.replace(
+            sizes, stored=args.stored, file_rows=min(args.stored, sizes.file_rows)
+        )
+    result = run(sizes)
     for name, seconds in result.build.items():
         print(f"{name:<24} {seconds:8.1f} s, peak RSS {result.peak_rss_mb[name]:,.0f} MB")
     print(f"database {result.database_mb:,.0f} MB")

@@ -1,5 +1,5 @@
 """The telemetry part of `make bench`: what recording, ingest, one scheduler cycle over a
-10 M-attempt store and the Live page's reads cost, each figure against its target.
+1 M- and a 10 M-attempt store and the Live page's reads cost, each figure against its target.
 
 Runs bench.recorder, bench.store and bench.scheduler one after the other (side by side they
 would share the two cores) and picks from their results the figures of the table, the way
@@ -9,6 +9,7 @@ reported as missed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import sys
@@ -31,9 +32,12 @@ class Sizes:
     recorder: recorder.Sizes = field(default_factory=recorder.Sizes)
     store: store.Sizes = field(default_factory=store.Sizes)
     scheduler: scheduler.Sizes = field(default_factory=scheduler.Sizes)
+    # The cycle over a smaller store first (the same history, a tenth of the attempts): how the
+    # cycle grows with the store. Its store is built on its own, so both are in time order.
+    smaller_store: int = 1_000_000
 
 
-QUICK = Sizes(recorder.QUICK, store.QUICK, scheduler.QUICK)
+QUICK = Sizes(recorder.QUICK, store.QUICK, scheduler.QUICK, smaller_store=20_000)
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Telemetry:
     sizes: Sizes
     figures: list[Figure]
     cycle: scheduler.Result
+    smaller: scheduler.Result  # the cycle over `sizes.smaller_store` attempts
     seconds: dict[str, float]  # how long each bench ran
     others: dict[str, float | None]  # the share of the CPUs other processes used meanwhile
 
@@ -61,9 +66,30 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] | None = None) -
 
     rows = timed("recorder", lambda: recorder.run(sizes.recorder))
     store_figures = timed("store", lambda: store.run(sizes.store))
-    cycle = timed("scheduler cycle", lambda: scheduler.run(sizes.scheduler, say))
-    figures = [*recorder_figures(rows), *store_figures, *cycle_figures(cycle)]
-    return Telemetry(sizes, figures, cycle, seconds, others)
+    smaller_sizes = dataclasses.replace(
+        sizes.scheduler,
+        stored=sizes.smaller_store,
+        file_rows=min(sizes.smaller_store, sizes.scheduler.file_rows),
+    )
+    smaller = timed(
+        f"scheduler cycle, {_millions(sizes.smaller_store)}",
+        lambda: scheduler.run(smaller_sizes, say),
+    )
+    cycle = timed(
+        f"scheduler cycle, {_millions(sizes.scheduler.stored)}",
+        lambda: scheduler.run(sizes.scheduler, say),
+    )
+    figures = [
+        *recorder_figures(rows),
+        *store_figures,
+        *cycle_figures(smaller, detail=False),
+        *cycle_figures(cycle),
+    ]
+    return Telemetry(sizes, figures, cycle, smaller, seconds, others)
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:g} M" if n >= 1e6 else f"{n:,}"
 
 
 def _cpu_use() -> tuple[float, float] | None:
@@ -145,11 +171,16 @@ def recorder_figures(rows: list[dict[str, Any]]) -> list[Figure]:
     return figures
 
 
-def cycle_figures(result: scheduler.Result) -> list[Figure]:
+def cycle_figures(result: scheduler.Result, *, detail: bool = True) -> list[Figure]:
+    """The cycle's figures; without `detail`, only the cycle, its parts and the store's build,
+    not the snapshot taken apart nor the build's steps nor the Live page's reads."""
     sizes, cycles = result.sizes, result.cycles
     totals = [c.seconds * 1000 for c in cycles]
     median, worst = statistics.median(totals), max(totals)
     over = sum(t > CYCLE_TARGET_MS for t in totals)
+    note = f"{over} of {len(cycles)} cycles over" if over else ""
+    if len(cycles) < sizes.cycles:
+        note += f"{'; ' if note else ''}{sizes.cycles_budget_s:g} s of cycles ran out"
 
     def med(values: list[float]) -> float:
         return statistics.median(values) * 1000
@@ -161,7 +192,7 @@ def cycle_figures(result: scheduler.Result) -> list[Figure]:
             "ms",
             at_most=CYCLE_TARGET_MS,
             shown=f"{median:,.0f} ms median, {worst:,.0f} max ({len(cycles)} cycles)",
-            note=f"{over} of {len(cycles)} cycles over" if over else "",
+            note=note,
         )
     ]
     for part in cycles[0].parts:
@@ -175,12 +206,16 @@ def cycle_figures(result: scheduler.Result) -> list[Figure]:
                 continue
             label = f"recent_attempts ({result.recent_rows:,} rows, 24 h)"
             figures.append(Figure(label, med(values), "ms", level=2))
+            if not detail:
+                continue
             for what, seconds in result.recent_anatomy.items():
                 figures.append(Figure(f"{what}, best of 3", seconds * 1000, "ms", level=3))
 
     build = result.build
     rate = sizes.stored / build["ingest"]
     figures.append(Figure("store build for the cycle (once)", sum(build.values()), "s"))
+    if not detail:
+        return figures
     for name, seconds in build.items():
         shown = f"{seconds:,.1f} s" + (f", {rate:,.0f} rows/s" if name == "ingest" else "")
         shown += f" (peak RSS so far {result.peak_rss_mb[name] / 1e3:,.1f} GB)"
@@ -227,16 +262,22 @@ def notes(t: Telemetry) -> list[str]:
         f"{r.sizes.history.days} days before the cycle's clock, in {files} files, three routes "
         f"with a priced primary and backup each, {scheduler.FAILED_PRIMARY:.0%} of attempts "
         "failing with a 529 and the next attempt serving that request from its route's backup "
-        f"(DuckDB file {r.database_mb:,.0f} MB, in a temporary directory deleted at the end); "
+        f"(DuckDB file {r.database_mb:,.0f} MB, in a temporary directory deleted at the end; "
+        f"the smaller store, built the same way on its own: {t.smaller.sizes.stored:,} attempts, "
+        f"{t.smaller.database_mb:,.0f} MB); "
         f"{r.sizes.new_rows:,} new attempts before each of {len(r.cycles)} cycles; "
         f"{r.sizes.reads} runs per Live-page read",
         f"Ran on {_cpus()} CPUs (in brackets: the share of them other processes used "
         f"meanwhile): {ran}",
         scaling(r),
-        "The cycle's SQL statements that took longest (median / max over the cycles):",
     ]
-    for sql, median, worst in slowest_statements(r):
-        lines.append(f"  - {median:,.0f} / {worst:,.0f} ms: `{describe(sql)}`")
+    for result in (t.smaller, r):
+        lines.append(
+            f"The SQL statements of the {result.sizes.stored:,}-attempt cycle that took longest "
+            "(median / max over the cycles, each statement's runs in a cycle added up):"
+        )
+        for sql, median, worst in slowest_statements(result):
+            lines.append(f"  - {median:,.0f} / {worst:,.0f} ms: `{describe(sql)}`")
     return lines
 
 
