@@ -69,6 +69,7 @@ class RequestRun:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     deadline_hit: bool = False
     current: _InFlight | None = None  # the attempt under way, until it is recorded
+    _backups_left: bool = False  # the stream under way has later targets to fall back to
 
     def __post_init__(self) -> None:
         self.deadline = self.clock.now() + self.policy.budget_s
@@ -85,9 +86,21 @@ class RequestRun:
 
     # --- attempts ------------------------------------------------------------------------
 
-    async def attempt_complete(self, target: Target, depth: int, breaker_state: str) -> Response:
+    def usable(self, backups_left: bool) -> float:
+        """What one attempt may spend of the remaining budget: all of it on the last target;
+        otherwise all but `backup_reserve_share` of the budget, so that a provider that hangs
+        cannot leave its backups no time (unless that would leave the attempt too little)."""
+        remaining = self.remaining()
+        if not backups_left:
+            return remaining
+        capped = remaining - self.policy.backup_reserve_share * self.policy.budget_s
+        return capped if capped >= self.policy.min_attempt_budget_s else remaining
+
+    async def attempt_complete(
+        self, target: Target, depth: int, breaker_state: str, *, backups_left: bool = False
+    ) -> Response:
         self._begin(target, depth, breaker_state)
-        limit = min(self.remaining(), self.policy.attempt_timeout_s)
+        limit = min(self.usable(backups_left), self.policy.attempt_timeout_s)
         try:
             async with self.clock.timeout(limit):
                 response = await target.provider.complete(
@@ -113,9 +126,10 @@ class RequestRun:
         )
 
     async def attempt_stream(
-        self, target: Target, depth: int, breaker_state: str
+        self, target: Target, depth: int, breaker_state: str, *, backups_left: bool = False
     ) -> AsyncIterator[StreamEvent]:
         flight = self._begin(target, depth, breaker_state)
+        self._backups_left = backups_left
         # The chain's own first-token and idle limits bound the stream; httpx's read timeout
         # only has to outlast them.
         timeout_s = max(self.remaining(), self.policy.idle_timeout_s)
@@ -181,7 +195,7 @@ class RequestRun:
         if committed:
             limit = self.policy.idle_timeout_s
         else:
-            limit = min(self.policy.first_token_timeout_s, self.remaining())
+            limit = min(self.policy.first_token_timeout_s, self.usable(self._backups_left))
         try:
             async with self.clock.timeout(limit):
                 return await anext(events)

@@ -170,13 +170,18 @@ class Chain:
                     break
                 done += 1
                 try:
+                    backups_left = depth < len(self.targets) - 1
                     if streaming:
-                        events = run.attempt_stream(target, depth, breaker_state)
+                        events = run.attempt_stream(
+                            target, depth, breaker_state, backups_left=backups_left
+                        )
                         async with aclosing(events):
                             async for event in events:
                                 yield event
                         return
-                    yield await run.attempt_complete(target, depth, breaker_state)
+                    yield await run.attempt_complete(
+                        target, depth, breaker_state, backups_left=backups_left
+                    )
                     return
                 except AttemptError as error:
                     await run.report(error)

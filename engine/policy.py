@@ -22,6 +22,9 @@ class Policy:
     # A cap on one non-streaming attempt, so a provider that hangs cannot eat the whole budget
     # and leave nothing for the backup. Each attempt gets min(this, what remains).
     attempt_timeout_s: float = 60.0
+    # While backups remain, an attempt (or a stream's wait for its first token) may use all of
+    # the remaining budget but this share of the whole: a hanging primary leaves them time.
+    backup_reserve_share: float = 1 / 3
     backoff_base_s: float = 0.2  # jittered exponential backoff before a retry, capped below
     backoff_max_s: float = 1.0
     overload_backoff_s: float = 0.05  # 529s cluster: retry almost at once, then move on
@@ -45,6 +48,8 @@ class Policy:
             raise ValueError("budget_s must be positive")
         if not 0 < self.breaker_failure_rate <= 1:
             raise ValueError("breaker_failure_rate must be in (0, 1]")
+        if not 0 <= self.backup_reserve_share < 1:
+            raise ValueError("backup_reserve_share must be in [0, 1)")
         if self.breaker_failures < 1:
             raise ValueError("breaker_failures must be at least 1")
 

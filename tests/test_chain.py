@@ -63,6 +63,14 @@ class Rig:
         self.started = self.clock.now()
         return self.clock.run(self.chain.complete(request))
 
+    def stream(self, request: Request = ASK) -> list[Any]:
+        self.started = self.clock.now()
+
+        async def read() -> list[Any]:
+            return [event async for event in self.chain.stream(request)]
+
+        return self.clock.run(read())
+
     def fails(self, error: type[E] = AllProvidersUnavailable) -> E:  # type: ignore[assignment]
         with pytest.raises(error) as caught:
             self.complete()
@@ -332,7 +340,7 @@ def test_a_request_fault_fails_fast_and_never_counts_on_the_breaker(fault):
 
 
 def test_a_target_is_skipped_when_less_than_its_minimum_budget_remains():
-    rig = Rig(budget_s=5, min_attempt_budget_s=1, primary_retries=0)
+    rig = Rig(budget_s=5, min_attempt_budget_s=1, primary_retries=0, backup_reserve_share=0)
     rig.script(PRIMARY, "500:delay=4.5")
     error = rig.fails()
     assert error.deadline_exceeded and error.skipped == ((BACKUP, "time budget too small"),)
@@ -340,12 +348,29 @@ def test_a_target_is_skipped_when_less_than_its_minimum_budget_remains():
 
 
 def test_the_budget_cuts_a_slow_attempt_at_the_deadline():
-    rig = Rig(budget_s=5, attempt_timeout_s=60)
+    rig = Rig(budget_s=5, attempt_timeout_s=60, backup_reserve_share=0)
     rig.script(PRIMARY, "read_timeout")  # the headers never come
     error = rig.fails()
     assert rig.elapsed() == 5 and error.deadline_exceeded
     assert [e.error_class for e in error.errors] == ["read_timeout"]
     assert "budget of 5 s ran out" in error.errors[0].message
+
+
+def test_by_default_a_hanging_primary_leaves_its_backups_a_third_of_the_budget():
+    """The default attempt timeout (60 s) is longer than the default budget (30 s): without a
+    reserve a primary that never answers would use the budget up and fail the request."""
+    rig = Rig(primary_retries=0)
+    rig.script(PRIMARY, "read_timeout")
+    response = rig.complete()
+    assert response.provider == "gpt" and rig.elapsed() == 20
+    assert rig.attempts[0].error_class == "read_timeout"
+
+
+def test_a_stream_whose_primary_never_starts_falls_back_with_a_third_of_the_budget_left():
+    rig = Rig(primary_retries=0, first_token_timeout_s=60)
+    rig.script(PRIMARY, "read_timeout")
+    events = rig.stream()
+    assert rig.elapsed() == 20 and events[0].provider == "gpt"
 
 
 def test_attempt_timeout_caps_a_hanging_attempt_so_the_backup_still_gets_time():

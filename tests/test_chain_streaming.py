@@ -81,7 +81,7 @@ def test_a_failure_after_the_first_content_is_reported_in_band(fault, error_clas
 
 
 def test_the_budget_bounds_a_stream_only_until_its_first_content():
-    rig = Rig(budget_s=3)
+    rig = Rig(budget_s=3, backup_reserve_share=0)
     rig.script(PRIMARY, "slow_tokens:interval=2")
     events = stream(rig)
     assert events[0][0] == 2  # committed inside the budget...
@@ -89,12 +89,19 @@ def test_the_budget_bounds_a_stream_only_until_its_first_content():
 
 
 def test_the_budget_cuts_a_stream_that_has_not_started():
-    rig = Rig(budget_s=5)
+    rig = Rig(budget_s=5, backup_reserve_share=0)
     rig.script(PRIMARY, "slow_drip:interval=1,count=30")
     with pytest.raises(AllProvidersUnavailable) as caught:
         stream(rig)
     assert rig.elapsed() == 5 and caught.value.deadline_exceeded
     assert not rig.calls(BACKUP)
+
+
+def test_a_stream_that_has_not_started_leaves_its_backup_the_reserved_budget():
+    rig = Rig(budget_s=6)
+    rig.script(PRIMARY, "slow_drip:interval=1,count=30")
+    events = stream(rig)
+    assert 4 <= events[0][0] < 4.5, "the primary is given up with a third of the budget left"
 
 
 def test_a_request_fault_fails_a_stream_before_anything_is_yielded():
