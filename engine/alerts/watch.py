@@ -66,7 +66,7 @@ class Watch:
         incidents = None
         due = self._incidents_at is None or now - self._incidents_at >= INCIDENTS_EVERY
         if due or late:
-            incidents = refresh_incidents(con, now, self.incident_policy)
+            incidents = refresh_incidents(con, now, self.incident_policy, full=late)
             self._incidents_at = now
         handed = self.outbox.dispatch(con, now)
         return WatchReport(changes, silences, incidents, handed)

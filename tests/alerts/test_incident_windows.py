@@ -104,3 +104,14 @@ def test_recomputing_keeps_an_incidents_id(con):
     first = con.execute("SELECT incident_id FROM incidents").fetchall()
     refresh_incidents(con, LATER + timedelta(minutes=1))
     assert con.execute("SELECT incident_id FROM incidents").fetchall() == first
+
+
+def test_a_settled_incident_is_kept_unless_late_attempts_arrive(con):
+    for minute in range(4):
+        _bad(con, minute)
+    refresh_incidents(con, LATER)
+    con.execute("UPDATE incidents SET top_error = 'as stored'")
+    refresh_incidents(con, LATER + timedelta(minutes=1))
+    assert con.execute("SELECT top_error FROM incidents").fetchall() == [("as stored",)]
+    refresh_incidents(con, LATER + timedelta(minutes=2), full=True)
+    assert con.execute("SELECT top_error FROM incidents").fetchall() == [(None,)]
