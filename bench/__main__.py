@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only chain|incident|telemetry|gateway] [--no-write]
+"""`python -m bench [--quick] [--only chain|incident|telemetry|simulator|gateway] [--no-write]
 [--output PATH]`: run the chain's cases (with LiteLLM's Router beside them), the outage figures,
 the telemetry figures and the gateway's, print the tables, and rewrite the generated sections of
 docs/benchmarks.md (with `--only`, only that part)."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import gateway, incident, peer, report, telemetry
+from bench import gateway, incident, peer, report, simulator, telemetry
 from bench.cases import QUICK, Run, Sizes
 from bench.fake_process import REPO, FakeServerProcess
 from bench.stats import Row
@@ -110,6 +110,8 @@ def main() -> None:
         generated["incident"] = incident_part(args.quick, not args.no_pin, command)
     if args.only in (None, "telemetry"):
         generated["telemetry"] = telemetry_part(args.quick, command)
+    if args.only in (None, "simulator"):
+        generated["simulator"] = simulator.run(args.quick, command)
     gateway_text = None
     if args.only in (None, "gateway"):
         gateway_text = gateway.run(args.quick, command)

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.dashboard import Render, live_render
 from bench.stats import percentile
 from bench.timing import Laps, TimedConnection, describe, timing
 from engine import scheduler
@@ -73,9 +74,12 @@ class Sizes:
     # slow cycle cannot stretch `make bench` past its ten minutes; the table says so.
     cycles_budget_s: float = 20.0
     reads: int = 20  # per Live-page query
+    renders: int = 3  # of the whole Live page (bench.dashboard), first render and refresh
 
 
-QUICK = Sizes(stored=200_000, history=timedelta(days=2), file_rows=100_000, cycles=3, reads=5)
+QUICK = Sizes(
+    stored=200_000, history=timedelta(days=2), file_rows=100_000, cycles=3, reads=5, renders=1
+)
 
 
 # --- the data ------------------------------------------------------------------------------
@@ -238,6 +242,7 @@ class Result:
     recent_rows: int  # rows in the published 24 h recent_attempts snapshot
     recent_anatomy: dict[str, float]  # the recent_attempts snapshot taken apart, seconds
     reads: dict[str, list[float]]  # Live-page query → seconds per run
+    render: Render | None = None  # the whole Live page through Streamlit's AppTest
 
 
 def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Result:
@@ -268,9 +273,12 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
             pipeline.close()
         recent_rows = read_manifest(paths.published)["recent_attempts"].rows
         reads = live_reads(paths.published, clock.at, sizes.reads)
+        render = live_render(root, repeat=sizes.renders) if sizes.renders else None
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return Result(sizes, build, peak_rss_mb, database_mb, cycles, recent_rows, anatomy, reads)
+    return Result(
+        sizes, build, peak_rss_mb, database_mb, cycles, recent_rows, anatomy, reads, render
+    )
 
 
 def build_store(
