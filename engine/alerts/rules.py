@@ -170,11 +170,7 @@ def _list(value: Any, where: str, fail: Fail) -> list[Any]:
 
 def _rule(i: int, raw: Any, fail: Fail, routes: tuple[str, ...]) -> Rule:
     where = f"alerts[{i}]"
-    if not isinstance(raw, Mapping):
-        raise fail(where, "must be a table")
-    for key in raw:
-        if key not in _RULE_KEYS:
-            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(_RULE_KEYS)})")
+    _known_keys(raw, where, _RULE_KEYS, fail)
     name = raw.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise fail(f"{where}.name", "must be a name of letters, digits, '-', '_' or '.'")
@@ -212,11 +208,7 @@ def _rule(i: int, raw: Any, fail: Fail, routes: tuple[str, ...]) -> Rule:
 
 def _receiver(i: int, raw: Any, fail: Fail) -> Receiver:
     where = f"alerting.receivers[{i}]"
-    if not isinstance(raw, Mapping):
-        raise fail(where, "must be a table")
-    for key in raw:
-        if key not in _RECEIVER_KEYS:
-            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(_RECEIVER_KEYS)})")
+    _known_keys(raw, where, _RECEIVER_KEYS, fail)
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise fail(f"{where}.name", "must be a non-empty string")
@@ -242,6 +234,14 @@ def _receiver(i: int, raw: Any, fail: Fail) -> Receiver:
     if min_severity not in SEVERITIES:
         raise fail(f"{where}.min_severity", "must be warning or critical")
     return Receiver(name, kind, url, url_env, float(timeout), attempts, min_severity)
+
+
+def _known_keys(raw: Any, where: str, allowed: tuple[str, ...], fail: Fail) -> None:
+    if not isinstance(raw, Mapping):
+        raise fail(where, "must be a table")
+    for key in raw:
+        if key not in allowed:
+            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(allowed)})")
 
 
 def _number(value: Any) -> bool:
