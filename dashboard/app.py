@@ -17,6 +17,7 @@ pages = [
     st.Page("pages/incidents.py", title="Incidents & alerts", icon=":material/warning:"),
     st.Page("pages/explorer.py", title="Explorer", icon=":material/search:"),
     st.Page("pages/whatif.py", title="What-if", icon=":material/science:"),
+    st.Page("pages/reports.py", title="Reports", icon=":material/summarize:"),
 ]
 page = st.navigation(pages)
 

@@ -146,7 +146,7 @@ def scheduler(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run is noise
-    pricer, alerting = Pricer(), None
+    pricer, alerting, reports = Pricer(), None, None
     if config.exists():
         from engine.config import load_config
 
@@ -154,10 +154,10 @@ def scheduler(
             loaded = load_config(config)
         except ConfigError as exc:
             raise _fail(str(exc)) from None
-        pricer, alerting = Pricer.from_config(loaded), loaded.alerting
+        pricer, alerting, reports = Pricer.from_config(loaded), loaded.alerting, loaded.reports
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     try:
-        run_scheduler(paths, pricer, cycle_s=cycle_s, alerting=alerting)
+        run_scheduler(paths, pricer, cycle_s=cycle_s, alerting=alerting, reports=reports)
     except RuntimeError as exc:  # another scheduler holds the database
         raise _fail(str(exc)) from None
 
@@ -251,6 +251,51 @@ def simulate(
     if out is not None:
         out.write_text(json.dumps(as_json(comparison), indent=2) + "\n")
         typer.echo(f"results written to {out}")
+
+
+@app.command()
+def report(
+    week: Annotated[
+        str | None, typer.Option(help="The ISO week, like 2026-W47 (default: last week).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder to write into (default: data/reports).")
+    ] = None,
+    config: ConfigOption = Path("switchover.toml"),
+    data_dir: DataDirOption = None,
+) -> None:
+    """The weekly reliability report: HTML (self-contained), Markdown, CSV, and PDF where
+    Chromium is installed; from the published snapshots, so the scheduler may keep running."""
+    from datetime import UTC, datetime
+
+    from engine.paths import DataPaths
+    from engine.reports import render
+    from engine.reports.week import build_week, last_week, week_bounds
+    from engine.store.read import PublishedData
+
+    target = 0.999
+    if config.exists():
+        from engine.config import load_config
+
+        try:
+            target = load_config(config).reports.availability_target
+        except ConfigError as exc:
+            raise _fail(str(exc)) from None
+    week = week or last_week(datetime.now(UTC))
+    try:
+        week_bounds(week)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    steps = ["reading the week", "HTML", "Markdown", "CSV", "PDF"]
+    with typer.progressbar(length=len(steps), label=f"report {week}") as bar:
+        built = build_week(PublishedData(paths.published), week, target)
+        bar.update(1)
+        written = render.write(built, out or paths.reports, progress=lambda _: bar.update(1))
+    for kind, path in written.items():
+        typer.echo(f"{kind:<9} {path}")
+    if "pdf" not in written:
+        typer.echo("(no PDF: Chromium is not installed; apt-get install chromium)", err=True)
 
 
 @app.command("demo-history", hidden=True)

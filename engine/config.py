@@ -27,7 +27,7 @@ DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
 }
-_TOP_LEVEL = ("providers", "routes", "policy", "prices", "alerts", "alerting")
+_TOP_LEVEL = ("providers", "routes", "policy", "prices", "alerts", "alerting", "reports")
 _PROVIDER_KEYS = (
     "kind",
     "base_url",
@@ -88,6 +88,18 @@ class RouteConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportsConfig:
+    """[reports]: when the scheduler writes last week's report, and the availability target."""
+
+    day: str = "mon"  # mon … sun
+    hour: int = 6  # UTC
+    availability_target: float = 0.999
+
+
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     providers: Mapping[str, ProviderConfig]
     routes: Mapping[str, RouteConfig]
@@ -97,6 +109,7 @@ class Config:
     source: str = "switchover.toml"
     # [[alerts]] rules (with the built-in ones) and [alerting] receivers.
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    reports: ReportsConfig = field(default_factory=lambda: ReportsConfig())
 
 
 def load_config(path: str | Path) -> Config:
@@ -134,6 +147,7 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
         for name, table in _table(data.get("prices", {}), "prices", fail).items()
     }
     alerting = parse_alerting(data.get("alerts"), data.get("alerting"), fail, routes=tuple(routes))
+    reports = _reports(data.get("reports", {}), fail)
     return Config(
         providers=providers,
         routes=routes,
@@ -141,7 +155,23 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
         prices=prices,
         source=source,
         alerting=alerting,
+        reports=reports,
     )
+
+
+def _reports(table: Any, fail: Any) -> ReportsConfig:
+    table = _table(table, "reports", fail)
+    _no_unknown(table, ("day", "hour", "availability_target"), "reports", fail)
+    day = table.get("day", "mon")
+    if day not in _DAYS:
+        raise fail("reports.day", f"must be one of {', '.join(_DAYS)} (got {day!r})")
+    hour = table.get("hour", 6)
+    if not isinstance(hour, int) or isinstance(hour, bool) or not 0 <= hour <= 23:
+        raise fail("reports.hour", "must be an hour of the day, 0 to 23 (UTC)")
+    target = table.get("availability_target", 0.999)
+    if not isinstance(target, int | float) or isinstance(target, bool) or not 0 < target < 1:
+        raise fail("reports.availability_target", "must be a share between 0 and 1, like 0.999")
+    return ReportsConfig(day, hour, float(target))
 
 
 def parse_target(text: str) -> TargetConfig:

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from engine.alerts.rules import AlertingConfig
 from engine.alerts.watch import Watch
 from engine.breaker_events import EVENTS_DIR, ingest_events
+from engine.config import ReportsConfig
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.store import publish as publishing
@@ -68,6 +70,14 @@ _SNAPSHOTS: tuple[tuple[str, str], ...] = (
         "SELECT * FROM breaker_events WHERE occurred_at >= $now - INTERVAL 35 DAY",
     ),
 )
+
+
+_FAILURE_CLASSES = """
+    SELECT time_bucket(INTERVAL 1 DAY, started_at) AS day, provider, error_class, fault_kind,
+        http_status, count(*) AS attempts
+    FROM attempts WHERE outcome = 'error' AND started_at >= $since
+    GROUP BY ALL
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +180,10 @@ class Pipeline:
             refresh(self.con, "day", lo, hi, self._prices)
         self._day_refreshed_until = now - timedelta(hours=1)
         prune_ledger(self.con, self.paths.spool, now=now)
+        # For the weekly reports: which failures, per provider and day (attempts are published
+        # for 24 h only). A scan of the month's attempts, so here and not every cycle.
+        publishing.publish(self.con, self.paths.published, "failure_classes", _FAILURE_CLASSES,
+                           {"since": now - timedelta(days=35)}, now=now)  # fmt: skip
 
     def publish(self, now: datetime) -> None:
         publishing.publish_recent_attempts(
@@ -199,15 +213,34 @@ def _chunks(since: datetime, until: datetime) -> list[tuple[datetime, datetime]]
     return pieces
 
 
+def weekly_report(paths: DataPaths, reports: ReportsConfig, now: datetime | None = None) -> Path:
+    """Last week's report under `paths.reports`, from the published snapshots."""
+    now = now or datetime.now(UTC)
+    from engine.reports import render
+    from engine.reports.week import build_week, last_week
+    from engine.store.read import PublishedData
+
+    data = PublishedData(paths.published)
+    try:
+        report = build_week(data, last_week(now), reports.availability_target)
+    finally:
+        data.close()
+    written = render.write(report, paths.reports)
+    log.info("weekly report %s written to %s", report.week, written["html"].parent)
+    return written["html"]
+
+
 def run_scheduler(
     paths: DataPaths,
     pricer: Pricer | None = None,
     *,
     cycle_s: float = CYCLE_S,
     alerting: AlertingConfig | None = None,
+    reports: ReportsConfig | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed."""
     pipeline = Pipeline(paths, pricer, alerting=alerting)
+    reports = reports or ReportsConfig()
     scheduler = BlockingScheduler(
         executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone=UTC
     )
@@ -216,6 +249,8 @@ def run_scheduler(
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     scheduler.add_job(pipeline.day_rollups, "interval", seconds=DAY_ROLLUP_EVERY_S, id="days",
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    scheduler.add_job(weekly_report, "cron", args=(paths, reports), day_of_week=reports.day,
+                      hour=reports.hour, id="weekly report", **jobs)  # fmt: skip
 
     def stop(signum: int, frame: object) -> None:
         log.info("stopping the scheduler (signal %d)", signum)

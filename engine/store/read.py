@@ -43,6 +43,8 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
     **{table: ROLLUP_COLUMNS.replace(" NOT NULL", "") for table in ROLLUP_TABLES.values()},
     "route_primaries": "route VARCHAR, target VARCHAR, provider_kind VARCHAR, model VARCHAR, "
     "last_seen TIMESTAMPTZ",
+    "failure_classes": "day TIMESTAMPTZ, provider VARCHAR, error_class VARCHAR, "
+    "fault_kind VARCHAR, http_status SMALLINT, attempts BIGINT",
     **{
         table: ", ".join(
             line.strip().rstrip(",").replace(" NOT NULL", "").replace(" PRIMARY KEY", "")
@@ -226,6 +228,15 @@ QUERIES: dict[str, Query] = {
         """,
         ("incidents",),
         {"since": REQUIRED, "until": None, "scope": None},
+    ),
+    "failure_classes": Query(
+        """
+        SELECT * FROM failure_classes
+        WHERE day >= $since AND ($until IS NULL OR day < $until)
+        ORDER BY day, provider, attempts DESC
+        """,
+        ("failure_classes",),
+        {"since": REQUIRED, "until": None},
     ),
     "breaker_events": Query(
         """

@@ -1,0 +1,211 @@
+"""The weekly report as files: a self-contained HTML page (styles and charts inline, plotly.js
+embedded once: it opens offline), Markdown for a chat or a wiki, a CSV of every table, and a
+PDF printed by headless Chromium where the machine has one.
+
+All three formats come from `tables()`, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import html as html_escape
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import plotly.express as px
+
+from engine.reports.week import WeekReport
+
+Progress = Callable[[str], None]
+
+
+def _usd(value: Decimal | float) -> str:
+    amount = Decimal(str(value))
+    return f"{'-' if amount < 0 else ''}${abs(amount):,.2f}"
+
+
+def _pct(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}%}"
+
+
+def tables(report: WeekReport) -> dict[str, tuple[str, pd.DataFrame]]:
+    """Every table of the report: file stem → (title, frame with display-ready values)."""
+    routes = pd.DataFrame(
+        [
+            {
+                "route": r.route,
+                "requests": r.requests,
+                "answered": r.answered,
+                "availability": _pct(r.availability),
+                "error budget burned": _pct(r.budget_burned, 0),
+                "fallback rate": _pct(r.fallback_rate, 1),
+                "answered by fallback": r.by_fallback,
+                "failed, every provider unavailable": r.unavailable,
+                "cost": _usd(r.cost_usd),
+            }
+            for r in report.routes
+        ]
+    )
+    money = pd.DataFrame(
+        [
+            ("spend", _usd(report.total_cost)),
+            ("spend the week before", _usd(report.previous_cost)),
+            ("fallback premium", _usd(report.fallback_premium)),
+            ("  of which price difference", _usd(report.price_difference)),
+            ("  of which cache loss", _usd(report.cache_loss)),
+            ("re-warm after fallbacks", _usd(report.rewarm)),
+            ("wasted spend", _usd(report.wasted)),
+        ],
+        columns=["figure", "USD"],
+    )
+    found = {
+        "availability": (f"Availability (target {report.target:.1%})", routes),
+        "money": ("Spend and what fallbacks cost", money),
+    }
+    for dimension, lines in report.cost_by.items():
+        found[f"cost_by_{dimension}"] = (f"Cost by {dimension}", pd.DataFrame(
+            [{dimension: line.name, "cost": _usd(line.cost_usd),
+              "week before": _usd(line.previous_usd),
+              "change": "—" if line.change is None else f"{line.change:+.0%}"}
+             for line in lines]))  # fmt: skip
+    incidents = report.incidents
+    found["incidents"] = ("Incidents", pd.DataFrame(
+        [{"start (UTC)": f"{i.started_at:%a %Y-%m-%d %H:%M}",
+          "duration": _duration(i.started_at, i.ended_at, report.end),
+          "what": f"{i.scope} {i.subject}", "routes": i.routes,
+          "requests affected": int(i.requests_affected),
+          "answered by fallback": int(i.answered_by_fallback), "failed": int(i.failed),
+          "extra cost": _usd(i.extra_cost_usd), "wasted": _usd(i.wasted_usd),
+          "top error": i.top_error or ""}
+         for i in incidents.itertuples()]))  # fmt: skip
+    found["failures"] = ("Top failure classes per provider", report.failures)
+    found["breaker_openings"] = ("Breaker openings", report.breaker_openings)
+    found["alerts"] = ("Alerts fired", report.alerts)
+    found["unpriced"] = ("Models without a known price", report.unpriced)
+    return found
+
+
+def _duration(start: pd.Timestamp, end: pd.Timestamp | None, week_end: object) -> str:
+    if end is None or pd.isna(end):
+        return "ongoing"
+    minutes = int((end - start).total_seconds() // 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def markdown(report: WeekReport) -> str:
+    period = f"{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} (UTC)"
+    lines = [f"# Reliability report {report.week}", "", period, "", "## What changed", ""]
+    lines += [f"- {sentence}" for sentence in report.summary]
+    for title, frame in tables(report).values():
+        lines += ["", f"## {title}", ""]
+        lines.append(_md_table(frame) if len(frame) else "None.")
+    return "\n".join(lines) + "\n"
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    cells = [[str(c) for c in frame.columns]] + [
+        [_cell(v) for v in row] for row in frame.itertuples(index=False)
+    ]
+    out = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
+    out += ["| " + " | ".join(row) + " |" for row in cells[1:]]
+    return "\n".join(out)
+
+
+def _cell(value: object) -> str:
+    return (
+        ""
+        if value is None or (isinstance(value, float) and pd.isna(value))
+        else str(value).replace("|", "\\|")
+    )
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; }
+h1 { margin-bottom: 0; } .period { color: #666; margin-top: .2rem; }
+table { border-collapse: collapse; margin: .5rem 0 1.5rem; font-size: .9rem; }
+th, td { border-bottom: 1px solid #ddd; padding: .3rem .7rem; text-align: left; }
+th { background: #f5f5f5; } .summary li { margin: .3rem 0; }
+"""
+
+
+def html(report: WeekReport) -> str:
+    """One file with everything in it: styles, tables and charts (plotly.js inlined once)."""
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Reliability report "
+             f"{report.week}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>Reliability report {report.week}</h1>",
+             f"<p class='period'>{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} (UTC)</p>",
+             "<h2>What changed</h2><ul class='summary'>",
+             *(f"<li>{html_escape.escape(s)}</li>" for s in report.summary), "</ul>"]  # fmt: skip
+    for i, figure in enumerate(charts(report)):
+        parts.append(figure.to_html(full_html=False, include_plotlyjs=i == 0,
+                                    config={"displayModeBar": False}))  # fmt: skip
+    for title, frame in tables(report).values():
+        parts.append(f"<h2>{html_escape.escape(title)}</h2>")
+        parts.append(
+            frame.to_html(index=False, border=0, na_rep="") if len(frame) else "<p>None.</p>"
+        )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def charts(report: WeekReport) -> list:
+    daily = report.daily
+    if daily.empty:
+        return []
+    cost = px.bar(daily, x="day", y="cost_usd", color="route", title="Spend per day (USD)")
+    share = daily.assign(
+        availability=daily["answered"] / daily["counted"].where(daily["counted"] > 0)
+    )
+    availability = px.line(share, x="day", y="availability", color="route", markers=True,
+                           title="Availability per day")  # fmt: skip
+    availability.add_hline(y=report.target, line_dash="dot", annotation_text="target")
+    for figure in (cost, availability):
+        figure.update_layout(height=320, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return [cost, availability]
+
+
+def write(
+    report: WeekReport, out_dir: Path, progress: Progress = lambda _: None
+) -> dict[str, Path]:
+    """Write every format under `out_dir/<week>/`; the files written, by format."""
+    folder = Path(out_dir) / report.week
+    folder.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    progress("HTML")
+    written["html"] = folder / f"reliability-{report.week}.html"
+    written["html"].write_text(html(report), encoding="utf-8")
+    progress("Markdown")
+    written["markdown"] = folder / f"reliability-{report.week}.md"
+    written["markdown"].write_text(markdown(report), encoding="utf-8")
+    progress("CSV")
+    csv_dir = folder / "csv"
+    csv_dir.mkdir(exist_ok=True)
+    for stem, (_, frame) in tables(report).items():
+        frame.to_csv(csv_dir / f"{stem}.csv", index=False)
+    pd.DataFrame({"what changed": report.summary}).to_csv(csv_dir / "summary.csv", index=False)
+    written["csv"] = csv_dir
+    pdf = folder / f"reliability-{report.week}.pdf"
+    progress("PDF")
+    if print_pdf(written["html"], pdf):
+        written["pdf"] = pdf
+    return written
+
+
+def print_pdf(page: Path, pdf: Path) -> bool:
+    """Print `page` to `pdf` with headless Chromium when the machine has it; False otherwise."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return False
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--no-pdf-header-footer",
+             "--virtual-time-budget=5000", f"--print-to-pdf={pdf}", page.resolve().as_uri()],
+            capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+    return done.returncode == 0 and pdf.exists() and pdf.stat().st_size > 0

@@ -1,0 +1,33 @@
+"""The Reports page: any published week's report, the same figures as the report files."""
+
+from __future__ import annotations
+
+from engine.reports.week import build_week
+from engine.store.read import PublishedData
+
+from .pages import open_page, texts
+
+
+def test_this_weeks_report_shows_its_summary_tables_charts_and_downloads(app_env):
+    paths, _, _ = app_env
+    at = open_page("reports")
+    this_week = at.selectbox(key="report_week").options[0]
+    at.selectbox(key="report_week").set_value(this_week).run()
+    assert not at.exception, [e.value for e in at.exception]
+    week = this_week.split(" ")[0]
+    report = build_week(PublishedData(paths.published), week)
+    shown = texts(at)
+    for sentence in report.summary:
+        assert sentence in shown
+    availability = at.dataframe[0].value.set_index("route")
+    for route in report.routes:
+        assert availability.loc[route.route, "requests"] == route.requests
+    assert len(at.get("plotly_chart")) == 2
+    assert len(at.get("download_button")) == 3
+
+
+def test_a_week_without_traffic_says_so(app_env):
+    at = open_page("reports")
+    two_weeks_ago = at.selectbox(key="report_week").options[2]  # the fixture spans 100 minutes
+    at.selectbox(key="report_week").set_value(two_weeks_ago).run()
+    assert "No traffic was recorded" in texts(at)
