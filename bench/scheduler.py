@@ -243,6 +243,7 @@ class Result:
     recent_anatomy: dict[str, float]  # the recent_attempts snapshot taken apart, seconds
     reads: dict[str, list[float]]  # Live-page query → seconds per run
     render: Render | None = None  # the whole Live page through Streamlit's AppTest
+    report_s: float | None = None  # last week's report, every format (engine.reports)
 
 
 def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Result:
@@ -274,11 +275,23 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
         recent_rows = read_manifest(paths.published)["recent_attempts"].rows
         reads = live_reads(paths.published, clock.at, sizes.reads)
         render = live_render(root, repeat=sizes.renders) if sizes.renders else None
+        report_s = weekly_report_seconds(paths, clock.at)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return Result(
-        sizes, build, peak_rss_mb, database_mb, cycles, recent_rows, anatomy, reads, render
-    )
+        sizes, build, peak_rss_mb, database_mb, cycles, recent_rows, anatomy, reads, render,
+        report_s,
+    )  # fmt: skip
+
+
+def weekly_report_seconds(paths: DataPaths, now: datetime) -> float:
+    """Last week's report in every format (HTML, Markdown, CSV, PDF where Chromium is), as the
+    scheduler's Monday job makes it, from the published snapshots."""
+    from engine.config import ReportsConfig
+
+    started = time.perf_counter()
+    scheduler.weekly_report(paths, ReportsConfig(), now=now)
+    return time.perf_counter() - started
 
 
 def build_store(
