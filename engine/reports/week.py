@@ -19,6 +19,7 @@ from engine.store.read import PublishedData
 
 AVAILABILITY_TARGET = 0.999
 TOP_FAILURES = 5  # failure classes listed per provider
+NANO = Decimal("1e-9")  # the scale of the DECIMAL(18,9) money columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,9 @@ def build_week(data: PublishedData, week: str, target: float = AVAILABILITY_TARG
     cost_by = {dim: _costs(hours, before, dim) for dim in ("route", "provider", "model")}
     premium, cache_loss = _money(hours, "fallback_premium_usd"), _money(hours, "cache_loss_usd")
     incidents = data.query("incidents", since=start, until=end)
+    # An incident covers [started_at, ended_at): one that ended as the week began (its last bad
+    # minute Sunday 23:59) has no minute in it and belongs to the week before only.
+    incidents = incidents[incidents["ended_at"].isna() | (incidents["ended_at"] > start)]
     failures = data.query("failure_classes", since=start, until=end)
     events = data.query("breaker_events", since=start, until=end)
     alerts = data.query("alerts", since=start)
@@ -136,10 +140,12 @@ def _int(frame: pd.DataFrame, column: str) -> int:
 
 
 def _money(frame: pd.DataFrame, column: str) -> Decimal:
-    """Exact: the rollups' DECIMAL(18,9) values arrive as Decimals and are added as such."""
+    """Exact: PublishedData hands the rollups' DECIMAL(18,9) values over as float64 (DuckDB's
+    DataFrame conversion), so each is rounded back to its nine decimals (exact for a row below
+    $4 M) before the Decimals are added; Decimal(float) alone is off by its binary error."""
     if not len(frame):
         return Decimal(0)
-    return sum((Decimal(v) for v in frame[column].dropna()), Decimal(0))
+    return sum((Decimal(v).quantize(NANO) for v in frame[column].dropna()), Decimal(0))
 
 
 def _route(name: str, rows: pd.DataFrame, target: float) -> RouteWeek:
