@@ -53,7 +53,7 @@ cols[1].download_button("Markdown", render.markdown(report),
                         file_name=f"reliability-{week}.md", mime="text/markdown")  # fmt: skip
 bundle = io.BytesIO()
 with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
-    for stem, (_, frame) in render.tables(report).items():
+    for stem, (_, frame) in render.tables(report, raw=True).items():
         archive.writestr(f"{stem}.csv", frame.to_csv(index=False))
 cols[2].download_button(
     "CSV of every table (zip)",

@@ -23,17 +23,28 @@ from engine.reports.week import WeekReport
 Progress = Callable[[str], None]
 
 
-def _usd(value: Decimal | float) -> str:
+def _shown_usd(value: Decimal | float) -> str:
     amount = Decimal(str(value))
     return f"{'-' if amount < 0 else ''}${abs(amount):,.2f}"
 
 
-def _pct(value: float | None, digits: int = 2) -> str:
+def _shown_pct(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}%}"
 
 
-def tables(report: WeekReport) -> dict[str, tuple[str, pd.DataFrame]]:
-    """Every table of the report: file stem → (title, frame with display-ready values)."""
+def _raw_usd(value: Decimal | float) -> str:
+    return str(Decimal(str(value)).quantize(Decimal("1e-9")))
+
+
+def _raw_share(value: float | None, digits: int = 0) -> float | None:
+    return value
+
+
+def tables(report: WeekReport, *, raw: bool = False) -> dict[str, tuple[str, pd.DataFrame]]:
+    """Every table of the report: file stem → (title, frame). Display-ready values ("$12.57",
+    "99.95%"), or with `raw` the numbers themselves (money as exact decimal strings, shares as
+    fractions) for the CSV files."""
+    _usd, _pct = (_raw_usd, _raw_share) if raw else (_shown_usd, _shown_pct)
     routes = pd.DataFrame(
         [
             {
@@ -70,7 +81,7 @@ def tables(report: WeekReport) -> dict[str, tuple[str, pd.DataFrame]]:
         found[f"cost_by_{dimension}"] = (f"Cost by {dimension}", pd.DataFrame(
             [{dimension: line.name, "cost": _usd(line.cost_usd),
               "week before": _usd(line.previous_usd),
-              "change": "—" if line.change is None else f"{line.change:+.0%}"}
+              "change": _pct(line.change, 0)}
              for line in lines]))  # fmt: skip
     incidents = report.incidents
     found["incidents"] = ("Incidents", pd.DataFrame(
@@ -184,7 +195,7 @@ def write(
     progress("CSV")
     csv_dir = folder / "csv"
     csv_dir.mkdir(exist_ok=True)
-    for stem, (_, frame) in tables(report).items():
+    for stem, (_, frame) in tables(report, raw=True).items():
         frame.to_csv(csv_dir / f"{stem}.csv", index=False)
     pd.DataFrame({"what changed": report.summary}).to_csv(csv_dir / "summary.csv", index=False)
     written["csv"] = csv_dir

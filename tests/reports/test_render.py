@@ -50,6 +50,9 @@ def test_switchover_report_writes_every_format_for_the_week(paths, tmp_path):
     csvs = {p.stem for p in (folder / "csv").glob("*.csv")}
     assert {"availability", "money", "cost_by_route", "cost_by_provider", "cost_by_model",
             "incidents", "failures", "breaker_openings", "alerts", "summary"} <= csvs  # fmt: skip
+    availability = pd.read_csv(folder / "csv" / "availability.csv")
+    assert availability["availability"].dtype == float, "numbers, not display text, in the CSV"
+    assert str(availability["cost"].iloc[0]).replace(".", "").isdigit()
     incidents = pd.read_csv(folder / "csv" / "incidents.csv")
     assert len(incidents) == 1 and incidents["what"].iloc[0] == "provider claude"
     if Path(CHROMIUM).exists():
