@@ -139,14 +139,15 @@ def scheduler(
 ) -> None:
     """Ingest the spool, compute rollups, evaluate alerts and publish snapshots; the only
     process that opens the DuckDB file. Price overrides, alert rules and receivers come from
-    the config, when the file exists."""
+    the config, when the file exists, and so does [state] postgres_url: the attempts of
+    gateways on several hosts, pulled every cycle."""
     from engine.paths import DataPaths
     from engine.pricing import Pricer
     from engine.scheduler import run_scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run is noise
-    pricer, alerting, reports = Pricer(), None, None
+    pricer, alerting, reports, postgres_url = Pricer(), None, None, None
     if config.exists():
         from engine.config import load_config
 
@@ -155,9 +156,11 @@ def scheduler(
         except ConfigError as exc:
             raise _fail(str(exc)) from None
         pricer, alerting, reports = Pricer.from_config(loaded), loaded.alerting, loaded.reports
+        postgres_url = loaded.state.postgres_url
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     try:
-        run_scheduler(paths, pricer, cycle_s=cycle_s, alerting=alerting, reports=reports)
+        run_scheduler(paths, pricer, cycle_s=cycle_s, alerting=alerting, reports=reports,
+                      postgres_url=postgres_url)  # fmt: skip
     except RuntimeError as exc:  # another scheduler holds the database
         raise _fail(str(exc)) from None
 
@@ -167,7 +170,12 @@ def serve(
     config: ConfigOption = Path("switchover.toml"),
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Worker processes; they share breakers when [state] redis_url is set."
+        ),
+    ] = 1,
     data_dir: DataDirOption = None,
     max_body_mb: Annotated[
         float, typer.Option(min=0.001, help="Largest request body accepted, in MB.")

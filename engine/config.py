@@ -27,7 +27,7 @@ DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
 }
-_TOP_LEVEL = ("providers", "routes", "policy", "prices", "alerts", "alerting", "reports")
+_TOP_LEVEL = ("providers", "routes", "policy", "prices", "alerts", "alerting", "reports", "state")
 _PROVIDER_KEYS = (
     "kind",
     "base_url",
@@ -39,6 +39,9 @@ _PROVIDER_KEYS = (
     "price_provider",
 )
 _PRICE_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "source")
+_STATE_KEYS = ("redis_url", "postgres_url")
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,18 @@ class ReportsConfig:
 
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_REPORTS_KEYS = ("day", "hour", "availability_target")
+
+
+@dataclass(frozen=True, slots=True)
+class StateConfig:
+    """[state]: what gateway processes share: breaker state (Redis) and, across hosts, attempts
+    (PostgreSQL); None: each keeps its own."""
+
+    redis_url: str | None = None
+    # The shared attempt sink of gateways on several hosts, pulled by the scheduler; None: the
+    # spool folder. A libpq URL; its password may come from PGPASSWORD or ~/.pgpass instead.
+    postgres_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +125,7 @@ class Config:
     # [[alerts]] rules (with the built-in ones) and [alerting] receivers.
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
     reports: ReportsConfig = field(default_factory=lambda: ReportsConfig())
+    state: StateConfig = field(default_factory=lambda: StateConfig())
 
 
 def load_config(path: str | Path) -> Config:
@@ -148,6 +164,7 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
     }
     alerting = parse_alerting(data.get("alerts"), data.get("alerting"), fail, routes=tuple(routes))
     reports = _reports(data.get("reports", {}), fail)
+    state = _state(data.get("state", {}), fail)
     return Config(
         providers=providers,
         routes=routes,
@@ -156,12 +173,13 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
         source=source,
         alerting=alerting,
         reports=reports,
+        state=state,
     )
 
 
 def _reports(table: Any, fail: Any) -> ReportsConfig:
     table = _table(table, "reports", fail)
-    _no_unknown(table, ("day", "hour", "availability_target"), "reports", fail)
+    _no_unknown(table, _REPORTS_KEYS, "reports", fail)
     day = table.get("day", "mon")
     if day not in _DAYS:
         raise fail("reports.day", f"must be one of {', '.join(_DAYS)} (got {day!r})")
@@ -172,6 +190,20 @@ def _reports(table: Any, fail: Any) -> ReportsConfig:
     if not isinstance(target, int | float) or isinstance(target, bool) or not 0 < target < 1:
         raise fail("reports.availability_target", "must be a share between 0 and 1, like 0.999")
     return ReportsConfig(day, hour, float(target))
+
+
+def _state(table: Any, fail: Any) -> StateConfig:
+    table = _table(table, "state", fail)
+    _no_unknown(table, _STATE_KEYS, "state", fail)
+    url = table.get("redis_url")
+    if url is not None and (not isinstance(url, str) or not url.startswith(_REDIS_SCHEMES)):
+        raise fail("state.redis_url", "must be a redis://, rediss:// or unix:// URL")
+    postgres = table.get("postgres_url")
+    if postgres is not None and (
+        not isinstance(postgres, str) or not postgres.startswith(_POSTGRES_SCHEMES)
+    ):
+        raise fail("state.postgres_url", "must be a postgresql:// or postgres:// URL")
+    return StateConfig(url, postgres)
 
 
 def parse_target(text: str) -> TargetConfig:

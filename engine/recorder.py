@@ -20,6 +20,11 @@ is never replaced: uvicorn installs one and exits cleanly, so atexit runs there 
 crash or power loss lose what is buffered (at most `flush_interval_s` of attempts).
 
 A Recorder belongs to the process that created it: after a fork, create a new one in the child.
+
+With a `sink` (engine.store.postgres.PostgresSink, for gateways on several hosts) each batch goes
+to `sink.write(table)` instead of a spool file, with the same guarantees: a write that raises
+(the database is down) keeps the batch buffered for the next cycle. Breaker events still go to
+`spool_dir/events/`.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from engine.breaker_events import EVENTS_DIR, BreakerEvent, write_events
 from engine.clock import Clock, SystemClock
 from engine.types import Attempt
 
-__all__ = ["AttemptPricer", "Recorder", "RecorderStats"]
+__all__ = ["AttemptPricer", "AttemptSink", "Recorder", "RecorderStats"]
 
 log = logging.getLogger("switchover.recorder")
 
@@ -65,11 +70,20 @@ class AttemptPricer(Protocol):
     def price(self, attempt: Attempt) -> tuple[Decimal | None, str | None]: ...
 
 
+class AttemptSink(Protocol):
+    """Where batches go instead of spool files. `write` raises unless the whole table is stored;
+    writing a table again must not store its rows twice (its COMMIT may have been lost)."""
+
+    def write(self, table: pa.Table) -> int: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RecorderStats:
     buffered: int  # recorded, not yet in a spool file (including a batch being written)
-    written: int  # rows in spool files
-    files: int
+    written: int  # rows in spool files (or handed to the sink)
+    files: int  # spool files (or batches) written
     dropped: int  # oldest attempts discarded beyond max_buffered, or rows Arrow rejected
     failed_flushes: int
     last_error: str | None
@@ -87,8 +101,10 @@ class Recorder:
         max_buffered: int = 200_000,
         fsync: bool = True,
         clock: Clock | None = None,
+        sink: AttemptSink | None = None,
     ) -> None:
         self.spool_dir = Path(spool_dir)
+        self.sink = sink
         self.pricer = pricer
         self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
@@ -165,6 +181,8 @@ class Recorder:
         self.flush()
         if self._buffer:
             log.error("%d attempts could not be spooled and are lost", len(self._buffer))
+        if self.sink is not None:
+            self.sink.close()
 
     # --- the flusher thread --------------------------------------------------------------
 
@@ -200,7 +218,8 @@ class Recorder:
                 break
             finally:
                 self._in_flight = 0
-        if written and self.fsync:  # the renames themselves survive a crash, one fsync a cycle
+        # The renames themselves survive a crash: one fsync of the folder a cycle.
+        if written and self.fsync and self.sink is None:
             try:
                 _fsync_dir(self.spool_dir)
             except OSError as error:
@@ -232,6 +251,17 @@ class Recorder:
         table = self._table(batch)
         if not table.num_rows:
             return 0
+        if self.sink is not None:
+            self.sink.write(table)
+        else:
+            self._write_file(table)
+        self._written += table.num_rows
+        self._files += 1
+        self._failing = False
+        self._last_flush_at = self.clock.wall()
+        return table.num_rows
+
+    def _write_file(self, table: pa.Table) -> None:
         name = f"{records.HOST}-{os.getpid()}-{_START_MS}-{next(_SEQ):08d}"
         tmp = self.spool_dir / f".{name}.tmp"
         self.spool_dir.mkdir(parents=True, exist_ok=True)
@@ -246,11 +276,6 @@ class Recorder:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        self._written += table.num_rows
-        self._files += 1
-        self._failing = False
-        self._last_flush_at = self.clock.wall()
-        return table.num_rows
 
     def _table(self, batch: list[Attempt]) -> pa.Table:
         try:
@@ -287,7 +312,7 @@ class Recorder:
         self._warn(
             "write",
             "cannot write the spool in %s (%s); %d attempts kept for retry, %d dropped so far",
-            self.spool_dir,
+            self.sink or self.spool_dir,
             self._last_error,
             len(self._buffer),
             self._dropped,

@@ -1,11 +1,13 @@
 """`switchover scheduler`: the one process that owns `data/switchover.duckdb`.
 
-Every few seconds one cycle runs: ingest the spool files (exactly once) and breaker events,
-refresh the minute and hour rollups that the new attempts touch, evaluate the alert rules and
-send what fired or resolved (engine.alerts; incidents once a minute), and publish read-only
-Parquet snapshots for the dashboard and reports. Every quarter of an hour the day rollups
-catch up. Jobs run one at a time on a single worker thread: they share one DuckDB connection,
-which is not meant for concurrent use, and a slow cycle is simply coalesced with the next.
+Every few seconds one cycle runs: ingest the spool files (exactly once), pull the attempts that
+gateways on several hosts wrote to PostgreSQL when `postgres_url` is set (exactly once as well,
+engine.store.postgres), ingest breaker events, refresh the minute and hour rollups that the new
+attempts touch, evaluate the alert rules and send what fired or resolved (engine.alerts;
+incidents once a minute), and publish read-only Parquet snapshots for the dashboard and
+reports. Every quarter of an hour the day rollups catch up. Jobs run one at a time on a single
+worker thread: they share one DuckDB connection, which is not meant for concurrent use, and a
+slow cycle is simply coalesced with the next.
 
 Nothing else may open the database file; everything else reads `data/published/`.
 """
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
@@ -32,8 +34,11 @@ from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.store import publish as publishing
 from engine.store.db import open_store
-from engine.store.ingest import ingest_spool, prune_ledger
+from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
 from engine.store.rollups import forget_baselines, refresh
+
+if TYPE_CHECKING:
+    from engine.store.postgres import PostgresSource
 
 log = logging.getLogger("switchover.scheduler")
 
@@ -99,14 +104,22 @@ class Pipeline:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         alerting: AlertingConfig | None = None,
         watch: Watch | None = None,
+        postgres_url: str | None = None,
     ) -> None:
         """`alerting`: the rules and receivers (the built-in rules, no receivers, when None);
-        `watch` replaces the whole alerting pass (tests inject its clock and sender)."""
+        `watch` replaces the whole alerting pass (tests inject its clock and sender);
+        `postgres_url`: the attempt sink of gateways on several hosts, pulled every cycle."""
         self.paths = paths
         self.pricer = pricer or Pricer()
         self.now = now
         self.watch = watch or Watch(alerting or AlertingConfig(), paths)
         self.con = open_store(paths.database)
+        self.postgres: PostgresSource | None = None
+        if postgres_url:
+            from engine.store.postgres import PostgresSource
+
+            self.postgres = PostgresSource(postgres_url)
+        self._postgres_down = False
         paths.spool.mkdir(parents=True, exist_ok=True)
         paths.published.mkdir(parents=True, exist_ok=True)
         self._day_refreshed_until: datetime | None = None
@@ -119,6 +132,8 @@ class Pipeline:
         with self._busy:
             try:
                 self.watch.close()
+                if self.postgres is not None:
+                    self.postgres.close()
             finally:
                 self.con.close()
 
@@ -136,6 +151,13 @@ class Pipeline:
             if ingested.oldest is not None and (oldest is None or ingested.oldest < oldest):
                 oldest = ingested.oldest
             if not ingested.more:
+                break
+        while self.postgres is not None:  # the same, from PostgreSQL, 50,000 rows at a time
+            pulled = self._pull()
+            rows += pulled.rows
+            if pulled.oldest is not None and (oldest is None or pulled.oldest < oldest):
+                oldest = pulled.oldest
+            if not pulled.more:
                 break
         events = ingest_events(self.con, self.paths.spool / EVENTS_DIR)
         since = started - MINUTE_LOOKBACK
@@ -157,6 +179,24 @@ class Pipeline:
         if rows:
             log.debug("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
         return report
+
+    def _pull(self) -> IngestResult:
+        """One batch from PostgreSQL. Its being down is logged (once until it is back), never
+        raised: the spool, rollups and alerts go on, and the rows wait in PostgreSQL."""
+        from engine.store.postgres import PostgresUnavailable
+
+        assert self.postgres is not None
+        try:
+            pulled = self.postgres.pull(self.con, now=self.now())
+        except PostgresUnavailable as error:
+            if not self._postgres_down:
+                log.warning("cannot pull attempts from PostgreSQL, retrying every cycle: %s", error)
+            self._postgres_down = True
+            return IngestResult()
+        if self._postgres_down:
+            log.info("pulling attempts from %s again", self.postgres)
+        self._postgres_down = False
+        return pulled
 
     def _watch(self, now: datetime, late: bool) -> bool:
         """The alerting pass; whether its snapshots changed. Its failure is logged, never
@@ -180,10 +220,23 @@ class Pipeline:
             refresh(self.con, "day", lo, hi, self._prices)
         self._day_refreshed_until = now - timedelta(hours=1)
         prune_ledger(self.con, self.paths.spool, now=now)
+        self._prune_postgres(now)
         # For the weekly reports: which failures, per provider and day (attempts are published
         # for 24 h only). A scan of the month's attempts, so here and not every cycle.
         publishing.publish(self.con, self.paths.published, "failure_classes", _FAILURE_CLASSES,
                            {"since": now - timedelta(days=35)}, now=now)  # fmt: skip
+
+    def _prune_postgres(self, now: datetime) -> None:
+        """PostgreSQL keeps pulled rows as long as the spool's ledger keeps file names: a batch
+        retried that late still meets its rows' unique key there."""
+        if self.postgres is None:
+            return
+        from engine.store.postgres import PostgresUnavailable
+
+        try:
+            self.postgres.prune(self.con, before=now - LEDGER_KEEP)
+        except PostgresUnavailable as error:
+            log.warning("cannot prune pulled attempts in PostgreSQL: %s", error)
 
     def publish(self, now: datetime) -> None:
         publishing.publish_recent_attempts(
@@ -237,9 +290,10 @@ def run_scheduler(
     cycle_s: float = CYCLE_S,
     alerting: AlertingConfig | None = None,
     reports: ReportsConfig | None = None,
+    postgres_url: str | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed."""
-    pipeline = Pipeline(paths, pricer, alerting=alerting)
+    pipeline = Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url)
     reports = reports or ReportsConfig()
     scheduler = BlockingScheduler(
         executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone=UTC
@@ -259,6 +313,8 @@ def run_scheduler(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)
+    if pipeline.postgres is not None:
+        log.info("pulling attempts from %s", pipeline.postgres)
     try:
         scheduler.start()  # blocks until shutdown
     finally:

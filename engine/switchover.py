@@ -5,8 +5,9 @@
 
 A model name is a route from the config (`support`) or a single target (`claude/claude-haiku-4-5`).
 Providers are built once, each with one pooled HTTP client; breakers are shared by every route
-that uses the same target. The sync methods run the async ones on a private event-loop thread,
-so a script needs no asyncio; use one style per instance.
+that uses the same target, and by every process when `[state] redis_url` names a Redis. The
+sync methods run the async ones on a private event-loop thread, so a script needs no asyncio;
+use one style per instance.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from engine.attempt import AttemptHook
-from engine.breaker import BreakerStore, MemoryBreakerStore
+from engine.breaker import BreakerStore, MemoryBreakerStore, OnChange
 from engine.breaker_events import recording_changes
 from engine.chain import Chain, EventHook, Target
 from engine.clock import Clock, SystemClock
@@ -31,7 +32,7 @@ from engine.pricing import Pricer
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import Provider
 from engine.providers.openai import OpenAIProvider
-from engine.recorder import Recorder
+from engine.recorder import AttemptSink, Recorder
 from engine.types import Message, Request, Response, StreamEvent
 
 T = TypeVar("T")
@@ -75,23 +76,27 @@ class Switchover:
         record_to: DataPaths | None = None,
     ) -> None:
         """`record_to`: spool every attempt (priced) under that data folder, for the
-        scheduler to ingest; None records nothing beyond the hooks given."""
+        scheduler to ingest (into PostgreSQL instead when `[state] postgres_url` is set); None
+        records nothing beyond the hooks given."""
         self.config = config
         self.clock = clock or SystemClock()
         self.hooks: list[AttemptHook] = list(hooks)
         self.recorder: Recorder | None = None
         if record_to is not None:
-            self.recorder = Recorder(record_to.spool, pricer=Pricer.from_config(config))
+            self.recorder = Recorder(
+                record_to.spool, pricer=Pricer.from_config(config), sink=_attempt_sink(config)
+            )
             self.hooks.append(self.recorder)
         self.event_hooks: list[EventHook] = list(event_hooks)
         self.providers: dict[str, Provider] = {
             name: build_provider(pc, clock=self.clock, transport=transport, environ=environ)
             for name, pc in config.providers.items()
         }
-        self.breakers = breakers or MemoryBreakerStore(
-            config.policy.breaker_policy(),
-            policies_by_key=_breaker_policies(config),
-            on_change=recording_changes(self.recorder, self.clock) if self.recorder else None,
+        self._owns_breakers = breakers is None
+        self.breakers = breakers or _breaker_store(
+            config,
+            self.clock,
+            recording_changes(self.recorder, self.clock) if self.recorder else None,
         )
         self._chains: dict[str, Chain] = {
             name: self._chain(name, [(t.provider, t.model) for t in route.targets], route.policy)
@@ -155,6 +160,9 @@ class Switchover:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(p.aclose() for p in self.providers.values()))
+        close = getattr(self.breakers, "aclose", None)
+        if self._owns_breakers and close is not None:
+            await close()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -201,6 +209,28 @@ def _request(prompt: Prompt, fields: Mapping[str, Any]) -> Request:
     if isinstance(prompt, str):
         return Request(messages=(Message.user(prompt),), **fields)
     return Request(messages=tuple(prompt), **fields)
+
+
+def _breaker_store(config: Config, clock: Clock, on_change: OnChange | None) -> BreakerStore:
+    """In this process's memory, or in Redis when `[state] redis_url` is set (shared by every
+    process that names the same Redis; see engine.breaker_redis)."""
+    policy, by_key = config.policy.breaker_policy(), _breaker_policies(config)
+    if config.state.redis_url is None:
+        return MemoryBreakerStore(policy, by_key, on_change)
+    from engine.breaker_redis import RedisBreakerStore
+
+    url = config.state.redis_url
+    return RedisBreakerStore.from_url(url, policy, by_key, on_change, clock=clock)
+
+
+def _attempt_sink(config: Config) -> AttemptSink | None:
+    """PostgreSQL when `[state] postgres_url` is set (gateways on several hosts), else None: the
+    recorder writes spool files under `record_to`."""
+    if config.state.postgres_url is None:
+        return None
+    from engine.store.postgres import PostgresSink
+
+    return PostgresSink(config.state.postgres_url)
 
 
 def _breaker_policies(config: Config) -> dict[str, Any]:

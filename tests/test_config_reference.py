@@ -16,6 +16,8 @@ KEYS = sorted(
         *config._PROVIDER_KEYS,
         *POLICY_KEYS,
         *config._PRICE_KEYS,
+        *config._STATE_KEYS,
+        *config._REPORTS_KEYS,
         *rules._RULE_KEYS,
         *rules._RECEIVER_KEYS,
         "builtin_rules",

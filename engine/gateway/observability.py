@@ -13,13 +13,18 @@ Metrics (prometheus-client, text format at `/metrics`):
     switchover_attempt_duration_seconds{target, outcome}
     switchover_cost_usd_total{target}                            attempts priced with genai-prices
     switchover_breaker_state{target}                             0 closed, 1 half-open, 2 open
+    switchover_breaker_store_shared                              1 breakers shared in Redis,
+        0 kept in the process's memory (no [state] redis_url, or Redis unreachable); the least
+        over live workers
+    switchover_breaker_store_fallback_total                      breaker calls answered from
+        memory because Redis was unreachable
 
 Several uvicorn workers: `switchover serve --workers N` points PROMETHEUS_MULTIPROC_DIR at a
 fresh folder before the workers start, so prometheus-client's multiprocess mode sums counters
-and histograms over every worker, whichever one answers the scrape. Breakers live in each
-worker's memory (the memory store), so a target's state can differ between workers; the gauge
-reports the worst state any worker last saw (`multiprocess_mode="max"`), set after every
-request that touched the target and at each scrape.
+and histograms over every worker, whichever one answers the scrape. Without [state] redis_url
+breakers live in each worker's memory, so a target's state can differ between workers; the
+gauge reports the worst state any worker last saw (`multiprocess_mode="max"`), set after every
+request that touched the target and at each scrape. With Redis every worker sees one state.
 """
 
 from __future__ import annotations
@@ -117,6 +122,18 @@ class Metrics:
             multiprocess_mode="max",
             registry=r,
         )
+        self.store_shared = Gauge(
+            "switchover_breaker_store_shared",
+            "1 when breaker state is shared through Redis, 0 when in this process's memory.",
+            multiprocess_mode="livemin",
+            registry=r,
+        )
+        self.store_fallbacks = Counter(
+            "switchover_breaker_store_fallback",
+            "Breaker calls answered from process memory because Redis was unreachable.",
+            registry=r,
+        )
+        self._fallbacks_seen = 0
 
     # --- recording ---------------------------------------------------------------------
 
@@ -159,6 +176,11 @@ class Metrics:
             states = {t: await breakers.snapshot(t) for t in set(targets)}
         for target, state in states.items():
             self.breaker_state.labels(target).set(BREAKER_CODES.get(state.status, 0))
+        self.store_shared.set(1 if breakers_shared(breakers) else 0)
+        fallbacks = getattr(breakers, "fallbacks", 0)  # the store counts; the counter follows
+        if fallbacks > self._fallbacks_seen:
+            self.store_fallbacks.inc(fallbacks - self._fallbacks_seen)
+            self._fallbacks_seen = fallbacks
 
     def render(self) -> bytes:
         if self.multiprocess_dir is None:
@@ -180,7 +202,7 @@ async def status_document(sw: Switchover) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         # The memory store keeps breakers per process: with several workers, this one's view.
-        "breakers_shared": not isinstance(sw.breakers, MemoryBreakerStore),
+        "breakers_shared": breakers_shared(sw.breakers),
         "routes": [
             {
                 "name": route.name,
@@ -194,6 +216,12 @@ async def status_document(sw: Switchover) -> dict[str, Any]:
             for target in sorted(targets | set(states))
         },
     }
+
+
+def breakers_shared(breakers: BreakerStore) -> bool:
+    """Whether other processes see the same breakers (False while a shared store has fallen
+    back to memory)."""
+    return not isinstance(breakers, MemoryBreakerStore) and getattr(breakers, "shared", True)
 
 
 def _breaker(state: BreakerState, now: float) -> dict[str, Any]:

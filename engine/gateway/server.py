@@ -4,14 +4,17 @@ Workers are separate processes started by uvicorn, so everything a worker needs 
 environment, and the app is built by a factory from it:
 
     SWITCHOVER_CONFIG          path of switchover.toml
-    SWITCHOVER_DATA_DIR        runtime folder; attempts spool to its spool/ (engine.paths)
+    SWITCHOVER_DATA_DIR        runtime folder; attempts spool to its spool/ (engine.paths), or
+                               go to PostgreSQL when the config's [state] postgres_url is set
     SWITCHOVER_GATEWAY_KEYS    comma-separated keys callers must present (x-api-key or
                                Authorization: Bearer); none: any caller, loopback only
     SWITCHOVER_MAX_BODY_MB     request body limit (default 32)
     PROMETHEUS_MULTIPROC_DIR   set by `serve` when workers > 1 (see observability.py)
 
 `serve` refuses to start on a non-loopback address without gateway keys, and checks the
-configuration (and that every provider's key is set) once, before any worker starts.
+configuration (and that every provider's key is set) once, before any worker starts. Workers
+share their breakers only through Redis (`[state] redis_url`); `serve` says which it is, and a
+Redis that does not answer yet is only a warning (each worker then falls back to its memory).
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def serve(
         log.warning("no %s set: any caller on this machine may use the gateway", KEYS_ENV)
     if not cfg.routes:
         log.warning("%s defines no routes: /readyz reports not ready", config)
+    _say_where_breakers_live(cfg.state.redis_url, workers)
     metrics_dir = None
     if workers > 1 and not os.environ.get(MULTIPROC_ENV):
         metrics_dir = tempfile.mkdtemp(prefix="switchover-metrics-")
@@ -133,3 +137,21 @@ def serve(
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _say_where_breakers_live(redis_url: str | None, workers: int) -> None:
+    if redis_url is None:
+        if workers > 1:
+            log.warning(
+                "%d workers without [state] redis_url: each keeps its own breakers, so a failing "
+                "provider is called and probed once per worker",
+                workers,
+            )
+        return
+    from engine.breaker_redis import check_reachable
+
+    problem = check_reachable(redis_url)
+    if problem is None:
+        log.info("breakers shared through Redis ([state] redis_url)")
+    else:
+        log.warning("%s: workers keep breakers in memory until it answers", problem)

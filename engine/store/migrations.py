@@ -106,6 +106,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         "breaker events, alerts, their notifications and silences, incidents",
         ";\n".join(f"CREATE TABLE {name} ({columns})" for name, columns in EVENT_TABLES.items()),
     ),
+    Migration(
+        4,
+        "the watermark of the pull from PostgreSQL",
+        # One row per PostgreSQL database (switchover_source.id): the last (xact_id, id) pulled,
+        # written in the same transaction as the rows (engine/store/postgres.py).
+        """
+        CREATE TABLE postgres_pulls (
+            source_id VARCHAR PRIMARY KEY,
+            last_xact_id BIGINT NOT NULL,
+            last_id BIGINT NOT NULL,
+            pulled_rows BIGINT NOT NULL,
+            pulled_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -1,0 +1,162 @@
+"""`switchover serve --workers 4` with `[state] redis_url`: four gateway processes, one breaker.
+
+The primary fails: it is called `breaker_failures` times in all (not per worker) before every
+worker skips it; once the cooldown is over exactly one probe reaches it across the four; its
+success closes the breaker for every worker. The fake providers' call log counts the calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from simulations.fakes import FakeProviders
+
+from .conftest import free_port
+
+WORKERS = 4
+FAILURES = 3
+COOLDOWN_S = 2.0
+PRIMARY, BACKUP = "gpt/primary", "gpt/backup"
+ASK = {"model": "support", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
+# A new connection per request, so that the kernel hands requests to different workers.
+CLOSE = {"connection": "close"}
+
+CONFIG = """
+[providers.gpt]
+kind = "openai"
+base_url = "{openai_url}"
+api_key_env = "WORKERS_TEST_KEY"
+
+[policy]
+primary_retries = 0
+breaker_failures = {failures}
+breaker_cooldown_s = {cooldown}
+budget_s = 10
+attempt_timeout_s = 5
+backoff_base_s = 0.01
+backoff_max_s = 0.02
+
+[routes.support]
+targets = ["{primary}", "{backup}"]
+
+[state]
+redis_url = "{redis_url}"
+"""
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeProviders]:
+    async with FakeProviders(port=0) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def gateway(
+    tmp_path: Path, fake: FakeProviders, redis_url: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    config = tmp_path / "switchover.toml"
+    config.write_text(
+        CONFIG.format(
+            openai_url=fake.openai_url,
+            failures=FAILURES,
+            cooldown=COOLDOWN_S,
+            primary=PRIMARY,
+            backup=BACKUP,
+            redis_url=redis_url,
+        )
+    )
+    port = free_port()
+    log = (tmp_path / "gateway.log").open("w")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "serve", "-c", str(config), "--port", str(port),
+         "--workers", str(WORKERS), "--data-dir", str(tmp_path / "data")],
+        env={**os.environ, "WORKERS_TEST_KEY": "k"},
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            deadline = time.monotonic() + 20
+            while not await _ready(client):
+                if serve.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the gateway did not start:\n{_tail(tmp_path / 'gateway.log')}")
+                await asyncio.sleep(0.1)
+            yield client
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGINT)  # uvicorn stops its workers, which flush
+        try:
+            serve.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        log.close()
+
+
+async def test_four_workers_open_probe_and_close_one_shared_breaker(
+    gateway: httpx.AsyncClient, fake: FakeProviders, tmp_path: Path
+):
+    await _primary_states(gateway)  # every worker is up
+
+    # The primary is down. One request at a time, so that each sees the failures before it.
+    fake.script("primary", ["500"], cycle=True)
+    for _ in range(3 * FAILURES):
+        assert (await _ask(gateway)) == BACKUP
+    assert len(fake.calls("primary")) == FAILURES, "opened after that many failures in total"
+    assert set((await _primary_states(gateway)).values()) == {"open"}
+
+    # The cooldown is over and the primary is back, slowly: of a burst over every worker
+    # exactly one request probes it; the rest go to the backup meanwhile.
+    await asyncio.sleep(COOLDOWN_S + 0.2)
+    fake.script("primary", [])
+    fake.latency("primary", fixed_ms=2000)
+    served = await asyncio.gather(*(_ask(gateway) for _ in range(12)))
+    assert sorted(served) == sorted([PRIMARY] + [BACKUP] * 11)
+    assert len(fake.calls("primary")) == FAILURES + 1, "one probe across all workers"
+
+    # The probe's success closed the breaker for every worker: all send to the primary again.
+    fake.latency("primary", fixed_ms=0)
+    assert set((await _primary_states(gateway)).values()) == {"closed"}
+    served = await asyncio.gather(*(_ask(gateway) for _ in range(12)))
+    assert served == [PRIMARY] * 12
+    assert len(fake.calls("primary")) == FAILURES + 1 + 12
+
+
+async def _ask(client: httpx.AsyncClient) -> str:
+    """Which target answered one request (the fake names the model it played)."""
+    answer = await client.post("/v1/chat/completions", json=ASK, headers=CLOSE)
+    assert answer.status_code == 200, answer.text
+    return f"gpt/{answer.json()['model']}"
+
+
+async def _primary_states(client: httpx.AsyncClient) -> dict[int, str]:
+    """The primary's breaker status as each of the workers reports it (by pid)."""
+    seen: dict[int, str] = {}
+    deadline = time.monotonic() + 10
+    while len(seen) < WORKERS:
+        assert time.monotonic() < deadline, f"only workers {sorted(seen)} answered"
+        docs = await asyncio.gather(*(client.get("/v1/status", headers=CLOSE) for _ in range(16)))
+        for doc in (d.json() for d in docs):
+            assert doc["breakers_shared"] is True
+            seen[doc["pid"]] = doc["breakers"].get(PRIMARY, {"status": "closed"})["status"]
+    return seen
+
+
+async def _ready(client: httpx.AsyncClient) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        return (await client.get("/readyz")).status_code == 200
+    return False
+
+
+def _tail(path: Path) -> str:
+    return "\n".join(path.read_text().splitlines()[-30:])
