@@ -23,6 +23,7 @@ app = typer.Typer(
     help="Switchover keeps LLM features up when a provider fails, and shows what that costs.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # help texts name [sections] of switchover.toml: not markup
 )
 app.add_typer(alerts_app, name="alerts")
 

@@ -11,7 +11,11 @@ from engine.cli_common import ConfigOption, DataDirOption
 from engine.cli_common import fail as _fail
 from engine.errors import ConfigError
 
-alerts_app = typer.Typer(help="Alert receivers, silences and what is firing.", no_args_is_help=True)
+alerts_app = typer.Typer(
+    help="Alert receivers, silences and what is firing.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # help texts name [sections] of switchover.toml: not markup
+)
 
 
 @alerts_app.command("test")
