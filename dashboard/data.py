@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import streamlit as st
 
+from engine.money import format_usd
 from engine.paths import DataPaths
 from engine.store.read import PublishedData
 
@@ -125,8 +126,7 @@ def rollups(v: View, **filters: Any) -> pd.DataFrame:
 
 def usd(value: object, digits: int = 4) -> str:
     """Dollars with the sign before the symbol: "-$0.0226", not "$-0.0226"."""
-    amount = float(value or 0)
-    return f"{'-' if amount < 0 else ''}${abs(amount):,.{digits}f}"
+    return format_usd(float(value or 0), digits)
 
 
 def empty_state() -> None:

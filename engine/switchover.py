@@ -214,7 +214,7 @@ def _request(prompt: Prompt, fields: Mapping[str, Any]) -> Request:
 def _breaker_store(config: Config, clock: Clock, on_change: OnChange | None) -> BreakerStore:
     """In this process's memory, or in Redis when `[state] redis_url` is set (shared by every
     process that names the same Redis; see engine.breaker_redis)."""
-    policy, by_key = config.policy.breaker_policy(), _breaker_policies(config)
+    policy, by_key = config.policy.breaker_policy(), breaker_policies(config)
     if config.state.redis_url is None:
         return MemoryBreakerStore(policy, by_key, on_change)
     from engine.breaker_redis import RedisBreakerStore
@@ -233,7 +233,7 @@ def _attempt_sink(config: Config) -> AttemptSink | None:
     return PostgresSink(config.state.postgres_url)
 
 
-def _breaker_policies(config: Config) -> dict[str, Any]:
+def breaker_policies(config: Config) -> dict[str, Any]:
     """Breaker settings are per target; when several routes share a target, the first route
     that lists it decides (a breaker cannot be open for one route and closed for another)."""
     policies: dict[str, Any] = {}

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
+from engine.money import format_usd as _usd
 from simulations.simulate import Comparison, RunResult
-
-
-def _usd(value: Decimal) -> str:
-    return f"{'-' if value < 0 else ''}${abs(value):,.2f}"
 
 
 def _ms(value: float | None) -> str:

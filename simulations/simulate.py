@@ -38,7 +38,7 @@ from engine.paths import DataPaths
 from engine.pricing import Pricer, known_price_provider
 from engine.recorder import Recorder
 from engine.scheduler import Pipeline
-from engine.switchover import _breaker_policies
+from engine.switchover import breaker_policies
 from engine.types import Message, Request
 from simulations.history import daily_curve
 from simulations.scenario import Scenario
@@ -179,7 +179,7 @@ def run_once(
                         max_buffered=5_000_000, fsync=False, clock=clock)  # fmt: skip
     breakers = MemoryBreakerStore(
         config.policy.breaker_policy(),
-        policies_by_key=_breaker_policies(config),
+        policies_by_key=breaker_policies(config),
         on_change=recording_changes(recorder, clock),  # type: ignore[arg-type]
     )
     chains = {

@@ -21,6 +21,7 @@ import duckdb
 
 from engine.alerts.rules import Rule
 from engine.breaker_events import EVENTS_DIR
+from engine.money import format_usd
 
 log = logging.getLogger("switchover.alerts")
 
@@ -71,8 +72,7 @@ def _window(rule: Rule) -> str:
 
 
 def _usd(value: Decimal | float | None) -> str:
-    amount = value or 0
-    return f"{'-' if amount < 0 else ''}${abs(amount):,.4f}"
+    return format_usd(value, 4)
 
 
 _ROUTE_FIGURES = """

@@ -18,14 +18,14 @@ from pathlib import Path
 import pandas as pd
 import plotly.express as px
 
+from engine.money import format_usd
 from engine.reports.week import WeekReport
 
 Progress = Callable[[str], None]
 
 
 def _shown_usd(value: Decimal | float) -> str:
-    amount = Decimal(str(value))
-    return f"{'-' if amount < 0 else ''}${abs(amount):,.2f}"
+    return format_usd(value)
 
 
 def _shown_pct(value: float | None, digits: int = 2) -> str:

@@ -15,6 +15,7 @@ from decimal import Decimal
 
 import pandas as pd
 
+from engine.money import format_usd
 from engine.store.read import PublishedData
 
 AVAILABILITY_TARGET = 0.999
@@ -230,10 +231,6 @@ def _daily(hours: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["day", "route"], as_index=False)[columns[2:]].sum()[columns]
 
 
-def _usd(amount: Decimal) -> str:
-    return f"{'-' if amount < 0 else ''}${abs(amount):,.2f}"
-
-
 def summarise(report: WeekReport, before: pd.DataFrame) -> list[str]:
     """ "What changed", in sentences written from the numbers (no model involved)."""
     lines = []
@@ -263,13 +260,13 @@ def summarise(report: WeekReport, before: pd.DataFrame) -> list[str]:
         lines.append(
             f"{len(report.incidents)} incident(s); the largest, {biggest['subject']} from "
             f"{biggest['started_at']:%a %H:%M} UTC, affected {int(biggest['requests_affected']):,} "
-            f"requests and cost {_usd(Decimal(biggest['extra_cost_usd']))} extra."
+            f"requests and cost {format_usd(Decimal(biggest['extra_cost_usd']))} extra."
         )
     else:
         lines.append("No incident.")
     extra = report.fallback_premium + report.rewarm
     lines.append(
-        f"Fallbacks cost {_usd(extra)} beyond what the primaries "
+        f"Fallbacks cost {format_usd(extra)} beyond what the primaries "
         f"would have charged (of which ${report.cache_loss:,.2f} lost prompt caching); "
         f"${report.wasted:,.2f} was paid for answers nobody got."
     )
