@@ -111,11 +111,14 @@ class Chain:
     ) -> Response:
         """Answer `request`, or raise RequestFailed / AllProvidersUnavailable. `budget_s` can
         only shorten the route's budget (a caller that will give up sooner, say)."""
-        async for item in self._run(
-            request.replace(stream=False), request_id, streaming=False, budget_s=budget_s
-        ):
-            assert isinstance(item, Response)
-            return item
+        # Closed here, not left to the event loop's async-generator finalizer, which wakes
+        # the loop through its self-pipe once per request.
+        async with aclosing(
+            self._run(request.replace(stream=False), request_id, streaming=False, budget_s=budget_s)
+        ) as items:
+            async for item in items:
+                assert isinstance(item, Response)
+                return item
         raise AssertionError("the chain loop ended without an answer or an error")
 
     async def stream(
