@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Literal
 from engine import classify
 from engine.breaker import BreakerStore, Released, Success, event_for
 from engine.clock import Clock
-from engine.errors import AmbiguousFault, AttemptError, RateLimited
+from engine.contracts import OutputContract
+from engine.errors import AmbiguousFault, AttemptError, QualityFault, RateLimited
 from engine.policy import Policy
+from engine.quality import StreamedAnswer, judge
 from engine.types import (
     Attempt,
     MessageEnd,
@@ -70,6 +72,9 @@ class RequestRun:
     deadline_hit: bool = False
     current: _InFlight | None = None  # the attempt under way, until it is recorded
     _backups_left: bool = False  # the stream under way has later targets to fall back to
+    pii_masked: int = 0  # personal data masked in the request, recorded on every attempt
+    contract: OutputContract | None = None  # what answers must meet (engine.quality)
+    fall_back_on_quality: bool = False
 
     def __post_init__(self) -> None:
         self.deadline = self.clock.now() + self.policy.budget_s
@@ -101,11 +106,10 @@ class RequestRun:
     ) -> Response:
         self._begin(target, depth, breaker_state)
         limit = min(self.usable(backups_left), self.policy.attempt_timeout_s)
+        request = self._request_for(target)
         try:
             async with self.clock.timeout(limit):
-                response = await target.provider.complete(
-                    self.request, target.model, timeout_s=limit
-                )
+                response = await target.provider.complete(request, target.model, timeout_s=limit)
         except TimeoutError as exc:
             raise self._out_of_time(limit) from exc
         except asyncio.CancelledError:
@@ -115,14 +119,19 @@ class RequestRun:
             raise
         except Exception as exc:
             raise _internal(target, exc) from exc
+        quality = judge(response, request, self.contract, fall_back=self.fall_back_on_quality)
         await self._succeeded(
-            response.usage, ttft_ms=None, provider_request_id=response.provider_request_id
+            response.usage,
+            ttft_ms=None,
+            provider_request_id=response.provider_request_id,
+            quality_error=quality,
         )
         return response.replace(
             provider=target.provider.name,
             route=self.route,
             attempts=tuple(self.attempts),
             fallback_depth=depth,
+            quality_error=quality,
         )
 
     async def attempt_stream(
@@ -133,7 +142,9 @@ class RequestRun:
         # The chain's own first-token and idle limits bound the stream; httpx's read timeout
         # only has to outlast them.
         timeout_s = max(self.remaining(), self.policy.idle_timeout_s)
-        events = target.provider.stream(self.request, target.model, timeout_s=timeout_s)
+        request = self._request_for(target)
+        events = target.provider.stream(request, target.model, timeout_s=timeout_s)
+        answer = StreamedAnswer() if self.contract is not None or request.tools else None
         held: list[StreamEvent] = []  # usage and the like, held until the answer is committed
         ttft_ms: float | None = None
         usage = Usage()
@@ -143,6 +154,8 @@ class RequestRun:
                 event = await self._next_event(events, committed=ttft_ms is not None)
                 if isinstance(event, UsageUpdate | MessageEnd):
                     usage = event.usage
+                if answer is not None:
+                    answer.add(event)
                 if ttft_ms is None:
                     if not (is_content(event) or isinstance(event, MessageEnd)):
                         held.append(event)
@@ -158,8 +171,15 @@ class RequestRun:
                     for earlier in held:
                         yield earlier
                 if isinstance(event, MessageEnd):
+                    quality = None
+                    if answer is not None:
+                        full = answer.response(event, usage)
+                        quality = judge(full, request, self.contract, fall_back=False)
                     await self._succeeded(
-                        usage, ttft_ms=ttft_ms, provider_request_id=event.provider_request_id
+                        usage,
+                        ttft_ms=ttft_ms,
+                        provider_request_id=event.provider_request_id,
+                        quality_error=quality,
                     )
                     yield MessageEnd(
                         event.stop_reason,
@@ -225,8 +245,17 @@ class RequestRun:
 
     # --- recording -----------------------------------------------------------------------
 
+    def _request_for(self, target: Target) -> Request:
+        """What this target is sent: the (masked) request, in the target's own prompt."""
+        return self.request if target.prompt is None else target.prompt.apply(self.request)
+
     async def _succeeded(
-        self, usage: Usage, *, ttft_ms: float | None, provider_request_id: str | None
+        self,
+        usage: Usage,
+        *,
+        ttft_ms: float | None,
+        provider_request_id: str | None,
+        quality_error: str | None = None,
     ) -> None:
         flight = self._take()
         await self.breakers.record(flight.target.name, Success(), self.now())
@@ -238,6 +267,7 @@ class RequestRun:
             usage=usage,
             ttft_ms=ttft_ms,
             provider_request_id=provider_request_id,
+            quality_error=quality_error,
         )
 
     async def report(self, error: AttemptError) -> None:
@@ -262,6 +292,9 @@ class RequestRun:
         flight = self._take()
         self.errors.append(error)
         estimated = usage is None and isinstance(error, AmbiguousFault) and error.sent
+        quality = isinstance(error, QualityFault)
+        if quality:  # the answer came, and was billed; it broke the contract
+            usage = error.usage
         if estimated:  # the provider may have done, and billed, the work: price the prompt
             usage = Usage(input_tokens=self.request.estimated_input_tokens())
         self._record(
@@ -274,6 +307,7 @@ class RequestRun:
             error=error,
             provider_request_id=error.provider_request_id,
             tokens_estimated=estimated,
+            quality_error=error.message if quality else None,
         )
 
     async def _cancelled(
@@ -324,6 +358,7 @@ class RequestRun:
         provider_request_id: str | None = None,
         tokens_estimated: bool = False,
         skipped: tuple[str, str] | None = None,  # (class, message) of an unsent request
+        quality_error: str | None = None,
     ) -> None:
         target = flight.target
         attempt = Attempt(
@@ -359,6 +394,9 @@ class RequestRun:
             feature=self.request.feature,
             provider_request_id=provider_request_id,
             tokens_estimated=tokens_estimated,
+            pii_masked=self.pii_masked,
+            prompt_version=target.prompt.label if target.prompt is not None else None,
+            quality_error=quality_error,
         )
         if outcome != "skipped":  # the caller's list holds the calls made, the record all
             self.attempts.append(attempt)

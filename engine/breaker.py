@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Literal, Protocol
 
-from engine.errors import AccountFault, AttemptError, RateLimited, RequestFault
+from engine.errors import AccountFault, AttemptError, QualityFault, RateLimited, RequestFault
 
 Status = Literal["closed", "open", "half_open"]
 # "probe": reopened because the half-open probe failed.
@@ -108,9 +108,12 @@ Event = Success | ProviderFailure | AccountFailure | RateLimit | Released
 
 def event_for(error: AttemptError) -> Event | None:
     """The event an attempt's error reports; None for a request fault, which the breaker never
-    sees (a caller that was admitted as PROBE reports `Released()` instead)."""
+    sees (a caller that was admitted as PROBE reports `Released()` instead). A quality fault is
+    an answer that arrived: the provider is up, whatever the model wrote."""
     if isinstance(error, RequestFault):
         return None
+    if isinstance(error, QualityFault):
+        return Success()
     if isinstance(error, AccountFault):
         return AccountFailure()
     if isinstance(error, RateLimited):

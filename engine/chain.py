@@ -29,6 +29,7 @@ from engine.breaker import (
     MemoryBreakerStore,
 )
 from engine.clock import Clock, SystemClock
+from engine.contracts import OutputContract
 from engine.errors import (
     AccountFault,
     AllProvidersUnavailable,
@@ -37,8 +38,11 @@ from engine.errors import (
     RequestFailed,
     RequestFault,
 )
+from engine.pii import PiiPolicy, mask_request, restore_response
 from engine.policy import Policy, backoff_s
+from engine.prompts import TargetPrompt
 from engine.providers.base import Provider
+from engine.shaping import Arranger, restore_events
 from engine.types import (
     KeyKind,
     Request,
@@ -69,6 +73,7 @@ class Target:
     provider: Provider
     model: str
     key_kind: KeyKind = "managed"
+    prompt: TargetPrompt | None = None  # this target's own system prompt, recorded by version
 
     @property
     def name(self) -> str:
@@ -94,7 +99,16 @@ class Chain:
         hooks: Sequence[AttemptHook] = (),
         event_hooks: Sequence[EventHook] = (),
         rng: random.Random | None = None,
+        order: Arranger | None = None,
+        pii: PiiPolicy | None = None,
+        contract: OutputContract | None = None,
+        fall_back_on_quality: bool = False,
     ) -> None:
+        """`order`: arranges the targets per request (adaptive order, operator switches);
+        None keeps them as given. `pii`: mask personal data before any target sees it.
+        `contract`: the JSON Schema answers must meet; an answer that breaks it (or a tool's
+        schema) is recorded as a quality error, and with `fall_back_on_quality` retried once
+        and then passed to the next target."""
         if not targets:
             raise ValueError(f"route {route!r} needs at least one target")
         self.route = route
@@ -105,16 +119,32 @@ class Chain:
         self.hooks: list[AttemptHook] = list(hooks)
         self.event_hooks: list[EventHook] = list(event_hooks)
         self.rng = rng or random.Random()
+        self.order = order
+        self.pii = pii
+        self.contract = contract
+        self.fall_back_on_quality = fall_back_on_quality
 
     async def complete(
-        self, request: Request, *, request_id: str | None = None, budget_s: float | None = None
+        self,
+        request: Request,
+        *,
+        request_id: str | None = None,
+        budget_s: float | None = None,
+        primary_retries: int | None = None,
     ) -> Response:
         """Answer `request`, or raise RequestFailed / AllProvidersUnavailable. `budget_s` can
-        only shorten the route's budget (a caller that will give up sooner, say)."""
+        only shorten the route's budget (a caller that will give up sooner, say), and
+        `primary_retries` only lower the policy's (a job queue that retries the job itself)."""
         # Closed here, not left to the event loop's async-generator finalizer, which wakes
         # the loop through its self-pipe once per request.
         async with aclosing(
-            self._run(request.replace(stream=False), request_id, streaming=False, budget_s=budget_s)
+            self._run(
+                request.replace(stream=False),
+                request_id,
+                streaming=False,
+                budget_s=budget_s,
+                primary_retries=primary_retries,
+            )
         ) as items:
             async for item in items:
                 assert isinstance(item, Response)
@@ -122,7 +152,12 @@ class Chain:
         raise AssertionError("the chain loop ended without an answer or an error")
 
     async def stream(
-        self, request: Request, *, request_id: str | None = None, budget_s: float | None = None
+        self,
+        request: Request,
+        *,
+        request_id: str | None = None,
+        budget_s: float | None = None,
+        primary_retries: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Yield StreamStart, then the answer's events, then MessageEnd, or StreamError when
         the committed target fails (the stream then ends incomplete). Before the first content
@@ -130,7 +165,13 @@ class Chain:
         # aclosing: a caller that stops reading ends the attempt (recorded as cancelled, the
         # HTTP response and any half-open probe released) now, not whenever the GC gets to it.
         async with aclosing(
-            self._run(request.replace(stream=True), request_id, streaming=True, budget_s=budget_s)
+            self._run(
+                request.replace(stream=True),
+                request_id,
+                streaming=True,
+                budget_s=budget_s,
+                primary_retries=primary_retries,
+            )
         ) as items:
             async for item in items:
                 assert not isinstance(item, Response)
@@ -145,10 +186,16 @@ class Chain:
         *,
         streaming: bool,
         budget_s: float | None = None,
+        primary_retries: int | None = None,
     ) -> AsyncIterator[Response | StreamEvent]:
         policy = self.policy
         if budget_s is not None and 0 < budget_s < policy.budget_s:
             policy = policy.replace(budget_s=budget_s)
+        if primary_retries is not None and 0 <= primary_retries < policy.primary_retries:
+            policy = policy.replace(primary_retries=primary_retries)
+        masker = None
+        if self.pii is not None:  # above the loop: every target gets the same masked request
+            request, masker = mask_request(request, self.pii)
         run = RequestRun(
             self.route,
             request,
@@ -157,9 +204,18 @@ class Chain:
             self.clock,
             self.breakers,
             self.hooks,
+            pii_masked=masker.count if masker is not None else 0,
+            contract=self.contract,
+            fall_back_on_quality=self.fall_back_on_quality,
         )
-        for depth, target in enumerate(self.targets):
-            tries = 1 + (self.policy.primary_retries if depth == 0 else 0)
+        restore = (
+            masker if masker is not None and self.pii is not None and self.pii.restore else None
+        )
+        targets = self.targets
+        if self.order is not None:
+            targets = tuple(await self.order.arrange(self.route, self.targets))
+        for depth, target in enumerate(targets):
+            tries = 1 + (policy.primary_retries if depth == 0 else 0)
             done = 0
             while done < tries:
                 remaining = run.remaining()
@@ -173,18 +229,21 @@ class Chain:
                     break
                 done += 1
                 try:
-                    backups_left = depth < len(self.targets) - 1
+                    backups_left = depth < len(targets) - 1
                     if streaming:
                         events = run.attempt_stream(
                             target, depth, breaker_state, backups_left=backups_left
                         )
+                        if restore is not None:
+                            events = restore_events(events, restore)
                         async with aclosing(events):
                             async for event in events:
                                 yield event
                         return
-                    yield await run.attempt_complete(
+                    response = await run.attempt_complete(
                         target, depth, breaker_state, backups_left=backups_left
                     )
+                    yield response if restore is None else restore_response(response, restore)
                     return
                 except AttemptError as error:
                     await run.report(error)
@@ -195,7 +254,7 @@ class Chain:
                         run,
                         error,
                         retries_left=0 if opened else tries - done,
-                        last=depth == len(self.targets) - 1,
+                        last=depth == len(targets) - 1,
                     )
                     run.failed(error, decision)
                     if isinstance(error, RequestFault):
@@ -206,8 +265,8 @@ class Chain:
                         break
                     await self.clock.sleep(wait)
         if not run.attempts:
-            state = (await self.breakers.snapshot(self.targets[0].name)).status
-            run.unsent(self.targets[0], state)
+            state = (await self.breakers.snapshot(targets[0].name)).status
+            run.unsent(targets[0], state)
         raise AllProvidersUnavailable(
             tuple(run.errors),
             tuple(run.attempts),

@@ -17,6 +17,7 @@ import typer
 from engine.cli_alerts import alerts_app
 from engine.cli_common import ConfigOption, DataDirOption
 from engine.cli_common import fail as _fail
+from engine.cli_targets import targets_app
 from engine.errors import ChainError, ConfigError
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # help texts name [sections] of switchover.toml: not markup
 )
 app.add_typer(alerts_app, name="alerts")
+app.add_typer(targets_app, name="targets")
 
 
 @app.command("check-config")

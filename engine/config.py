@@ -8,6 +8,7 @@ its key (`api_key_env`), and the key is read only when the provider is built.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tomllib
@@ -18,16 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from engine.alerts.rules import AlertingConfig, parse_alerting
+from engine.contracts import OutputContract
 from engine.errors import ConfigError
+from engine.pii import PII_KINDS, PiiPolicy
 from engine.policy import POLICY_KEYS, Policy
 from engine.pricing import GENAI_PRICES_SOURCE, PriceOverride, known_price_provider
+from engine.prompts import SYSTEM_SLOT, TargetPrompt
 
 PROVIDER_KINDS = ("anthropic", "openai")
 DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
 }
-_TOP_LEVEL = ("providers", "routes", "policy", "prices", "alerts", "alerting", "reports", "state")
+_TOP_LEVEL = (
+    "providers", "routes", "policy", "prices", "prompts", "alerts", "alerting", "reports", "state",
+)  # fmt: skip
 _PROVIDER_KEYS = (
     "kind",
     "base_url",
@@ -40,6 +46,12 @@ _PROVIDER_KEYS = (
 )
 _PRICE_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "source")
 _STATE_KEYS = ("redis_url", "postgres_url")
+_PROMPT_KEYS = ("version", "system", "template")
+# A route's keys beyond its targets and policy overrides (engine.chain applies them).
+_ROUTE_OPTION_KEYS = (
+    "adaptive_order", "own_keys_first", "pii", "pii_restore", "output_schema", "on_quality_error",
+)  # fmt: skip
+QUALITY_MODES = ("record", "fall_back")
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -77,6 +89,9 @@ class ProviderConfig:
 class TargetConfig:
     provider: str
     model: str
+    # The target's own prompt ([prompts.NAME]); not part of its identity: a breaker, a price
+    # and a backup candidate are the same whatever the prompt.
+    prompt: TargetPrompt | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -84,10 +99,22 @@ class TargetConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteOptions:
+    """What a route does beyond the fallback policy; every option is off by default."""
+
+    adaptive_order: bool = False  # the healthiest target first (engine.ordering)
+    own_keys_first: bool = False  # own-key (BYOK) targets before managed ones
+    pii: PiiPolicy | None = None  # mask personal data before any target sees it
+    contract: OutputContract | None = None  # the JSON Schema answers must meet
+    on_quality_error: str = "record"  # or "fall_back": retry once, then the next target
+
+
+@dataclass(frozen=True, slots=True)
 class RouteConfig:
     name: str
     targets: tuple[TargetConfig, ...]
     policy: Policy
+    options: RouteOptions = field(default_factory=RouteOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +153,7 @@ class Config:
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
     reports: ReportsConfig = field(default_factory=lambda: ReportsConfig())
     state: StateConfig = field(default_factory=lambda: StateConfig())
+    prompts: Mapping[str, TargetPrompt] = field(default_factory=dict)
 
 
 def load_config(path: str | Path) -> Config:
@@ -137,10 +165,14 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, source=str(path))
+    return parse_config(data, source=str(path), base_dir=path.parent)
 
 
-def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") -> Config:
+def parse_config(
+    data: Mapping[str, Any], *, source: str = "switchover.toml", base_dir: Path | None = None
+) -> Config:
+    """`base_dir`: where relative paths in the file (an `output_schema` file) are found."""
+
     def fail(key: str, problem: str) -> ConfigError:
         return ConfigError(f"{source}: {key}: {problem}")
 
@@ -154,8 +186,13 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
     }
     if not providers:
         raise fail("providers", "define at least one provider, e.g. [providers.claude]")
+    prompts = {
+        name: _prompt(name, table, fail)
+        for name, table in _table(data.get("prompts", {}), "prompts", fail).items()
+    }
+    context = _RouteContext(providers, prompts, policy, base_dir or Path.cwd(), fail)
     routes = {
-        name: _route(name, table, providers, policy, fail)
+        name: _route(name, table, context)
         for name, table in _table(data.get("routes", {}), "routes", fail).items()
     }
     prices = {
@@ -174,6 +211,7 @@ def parse_config(data: Mapping[str, Any], *, source: str = "switchover.toml") ->
         alerting=alerting,
         reports=reports,
         state=state,
+        prompts=prompts,
     )
 
 
@@ -304,31 +342,128 @@ def _usd(value: Any) -> Decimal | None:
     return amount if amount.is_finite() and amount >= 0 else None
 
 
-def _route(
-    name: str, table: Any, providers: Mapping[str, ProviderConfig], defaults: Policy, fail: Any
-) -> RouteConfig:
-    where = f"routes.{name}"
+@dataclass(frozen=True, slots=True)
+class _RouteContext:
+    providers: Mapping[str, ProviderConfig]
+    prompts: Mapping[str, TargetPrompt]
+    defaults: Policy
+    base_dir: Path
+    fail: Any
+
+
+def _route(name: str, table: Any, context: _RouteContext) -> RouteConfig:
+    where, fail = f"routes.{name}", context.fail
     table = _table(table, where, fail)
-    _no_unknown(table, ("targets", *sorted(POLICY_KEYS)), where, fail)
+    _no_unknown(table, ("targets", *_ROUTE_OPTION_KEYS, *sorted(POLICY_KEYS)), where, fail)
     raw_targets = table.get("targets")
     if not isinstance(raw_targets, list) or not raw_targets:
         raise fail(f"{where}.targets", 'must be a non-empty list like ["claude/claude-haiku-4-5"]')
-    targets = []
+    targets: list[TargetConfig] = []
     for i, raw in enumerate(raw_targets):
-        key = f"{where}.targets[{i}]"
-        if not isinstance(raw, str):
-            raise fail(key, f"must be a string provider/model (got {raw!r})")
-        try:
-            target = parse_target(raw)
-        except ValueError as exc:
-            raise fail(key, str(exc)) from None
-        if target.provider not in providers:
-            raise fail(key, f"provider {target.provider!r} is not defined in [providers]")
+        target = _target(f"{where}.targets[{i}]", raw, context)
         if target in targets:
-            raise fail(key, f"{raw!r} is listed twice")
+            raise fail(f"{where}.targets[{i}]", f"{target.name!r} is listed twice")
         targets.append(target)
-    overrides = {k: v for k, v in table.items() if k != "targets"}
-    return RouteConfig(name, tuple(targets), _policy(overrides, defaults, where, fail))
+    overrides = {k: v for k, v in table.items() if k in POLICY_KEYS}
+    options = _route_options(table, where, context)
+    return RouteConfig(
+        name, tuple(targets), _policy(overrides, context.defaults, where, fail), options
+    )
+
+
+def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
+    """`"provider/model"`, or `{ target = "provider/model", prompt = "NAME" }`."""
+    fail, prompt = context.fail, None
+    if isinstance(raw, Mapping):
+        _no_unknown(raw, ("target", "prompt"), key, fail)
+        name = raw.get("prompt")
+        if name is not None and name not in context.prompts:
+            known = ", ".join(sorted(context.prompts)) or "none defined"
+            raise fail(f"{key}.prompt", f"no [prompts.{name}] (defined: {known})")
+        prompt = context.prompts.get(name) if name is not None else None
+        raw = raw.get("target")
+    if not isinstance(raw, str):
+        raise fail(key, f'must be "provider/model" or {{ target = "provider/model", prompt = '
+                   f'"NAME" }} (got {raw!r})')  # fmt: skip
+    try:
+        target = parse_target(raw)
+    except ValueError as exc:
+        raise fail(key, str(exc)) from None
+    if target.provider not in context.providers:
+        raise fail(key, f"provider {target.provider!r} is not defined in [providers]")
+    return TargetConfig(target.provider, target.model, prompt)
+
+
+def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext) -> RouteOptions:
+    fail = context.fail
+    flags = {}
+    for key in ("adaptive_order", "own_keys_first", "pii_restore"):
+        value = table.get(key, False)
+        if not isinstance(value, bool):
+            raise fail(f"{where}.{key}", f"must be true or false (got {value!r})")
+        flags[key] = value
+    pii = _pii(table.get("pii", False), flags["pii_restore"], f"{where}.pii", fail)
+    if flags["pii_restore"] and pii is None:
+        raise fail(f"{where}.pii_restore", "restores what `pii` masks: set `pii` too")
+    mode = table.get("on_quality_error", "record")
+    if mode not in QUALITY_MODES:
+        raise fail(f"{where}.on_quality_error", f"must be one of {', '.join(QUALITY_MODES)}")
+    schema = table.get("output_schema")
+    contract = None if schema is None else _contract(schema, f"{where}.output_schema", context)
+    return RouteOptions(flags["adaptive_order"], flags["own_keys_first"], pii, contract, mode)
+
+
+def _pii(value: Any, restore: bool, where: str, fail: Any) -> PiiPolicy | None:
+    """`true` masks every kind, a list the kinds named, `false` (the default) nothing."""
+    if value is False:
+        return None
+    if value is True:
+        return PiiPolicy(restore=restore)
+    if not isinstance(value, list) or not value or not all(isinstance(k, str) for k in value):
+        raise fail(where, f"must be true, false or a list of kinds from {', '.join(PII_KINDS)}")
+    unknown = [k for k in value if k not in PII_KINDS]
+    if unknown:
+        raise fail(where, f"unknown kind {unknown[0]!r} (kinds: {', '.join(PII_KINDS)})")
+    return PiiPolicy(frozenset(value), restore=restore)
+
+
+def _contract(value: Any, where: str, context: _RouteContext) -> OutputContract:
+    """The JSON Schema inline (a table) or in a JSON file (a path, relative to the config)."""
+    fail = context.fail
+    if isinstance(value, str):
+        path = Path(value) if Path(value).is_absolute() else context.base_dir / value
+        try:
+            value = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise fail(where, f"no such file: {path}") from None
+        except (OSError, ValueError) as exc:
+            raise fail(where, f"{path} is not a JSON Schema file: {exc}") from None
+    if not isinstance(value, Mapping):
+        raise fail(where, "must be a JSON Schema as a table, or the path of a .json file")
+    try:
+        return OutputContract(value)
+    except ValueError as exc:
+        raise fail(where, str(exc)) from None
+
+
+def _prompt(name: str, table: Any, fail: Any) -> TargetPrompt:
+    where = f"prompts.{name}"
+    table = _table(table, where, fail)
+    _no_unknown(table, _PROMPT_KEYS, where, fail)
+    version = table.get("version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        version = str(version)
+    if not isinstance(version, str) or not version.strip():
+        raise fail(f"{where}.version", 'give the prompt a version, like "3" or "2026-11-30"')
+    texts = {k: table[k] for k in ("system", "template") if k in table}
+    if len(texts) != 1:
+        raise fail(where, "give exactly one of system (replaces the caller's) or template")
+    key, text = next(iter(texts.items()))
+    if not isinstance(text, str) or not text.strip():
+        raise fail(f"{where}.{key}", "must be a non-empty string")
+    if key == "template" and SYSTEM_SLOT not in text:
+        raise fail(f"{where}.template", f"must contain {SYSTEM_SLOT} (or use system instead)")
+    return TargetPrompt(name, version.strip(), **{key: text})
 
 
 def _policy(table: Any, base: Policy, where: str, fail: Any) -> Policy:

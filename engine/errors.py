@@ -17,10 +17,15 @@
     │   ├── RateLimited             429 rate limit → WAIT Retry-After and retry when short and
     │   │                           inside the budget, else FALL BACK; cools the target until
     │   │                           the reset; never trips the breaker
-    │   └── AmbiguousFault          the provider may have done (and billed) the work but the
-    │                               answer is unusable (reset after send, read timeout,
-    │                               truncated or invalid body) → RETRY once on the same target,
-    │                               then FALL BACK; counts on the breaker
+    │   ├── AmbiguousFault          the provider may have done (and billed) the work but the
+    │   │                           answer is unusable (reset after send, read timeout,
+    │   │                           truncated or invalid body) → RETRY once on the same target,
+    │   │                           then FALL BACK; counts on the breaker
+    │   └── QualityFault            a well-formed answer that breaks the route's output
+    │                               contract or a tool's input schema, on a route that says
+    │                               `on_quality_error = "fall_back"` → RETRY once, then FALL
+    │                               BACK; the breaker hears a success (the provider is up).
+    │                               Other routes return such an answer and record the error
     └── ChainError                  what a caller of the chain catches
         ├── RequestFailed           a RequestFault, carrying the provider's error
         └── AllProvidersUnavailable every target failed, was skipped, or the budget ran out;
@@ -33,7 +38,7 @@ A 200 whose body is an error object is classified by the error inside it
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.types import Attempt
@@ -45,6 +50,7 @@ class Decision(StrEnum):
     FALL_BACK_NOW = "fall_back_now"
     RATE_LIMITED = "rate_limited"
     AMBIGUOUS = "ambiguous"
+    QUALITY = "quality"
 
 
 class SwitchoverError(Exception):
@@ -119,6 +125,19 @@ class RateLimited(AttemptError):
 class AmbiguousFault(AttemptError):
     decision = Decision.AMBIGUOUS
     fault_kind = "ambiguous"
+
+
+class QualityFault(AttemptError):
+    """Raised by the chain itself, never by `engine.classify`: the answer arrived (and was
+    billed: `usage`) but `engine.contracts` found it invalid."""
+
+    decision = Decision.QUALITY
+    fault_kind = "quality"
+    counts_on_breaker = False
+
+    def __init__(self, violation: str, usage: Any, *, error_class: str) -> None:
+        super().__init__(error_class, violation)
+        self.usage = usage  # engine.types.Usage: what the invalid answer cost
 
 
 class ChainError(SwitchoverError):

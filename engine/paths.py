@@ -37,5 +37,10 @@ class DataPaths:
         return self.root / "control"
 
     @property
+    def target_switches(self) -> Path:
+        """Targets an operator disabled (engine.ordering), read by every gateway process."""
+        return self.control / "targets.json"
+
+    @property
     def reports(self) -> Path:
         return self.root / "reports"

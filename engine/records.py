@@ -69,6 +69,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("feature", pa.string(), "VARCHAR"),
     Column("pii_masked", pa.int32(), "INTEGER NOT NULL"),
     Column("provider_request_id", pa.string(), "VARCHAR"),
+    Column("prompt_version", pa.string(), "VARCHAR"),  # added by migration 5
+    Column("quality_error", pa.string(), "VARCHAR"),  # added by migration 5
 )
 
 ARROW_SCHEMA = pa.schema([pa.field(c.name, c.arrow) for c in COLUMNS])
@@ -116,6 +118,8 @@ def to_row(attempt: Attempt, cost: Decimal | None, price_source: str | None) -> 
         "feature": attempt.feature,
         "pii_masked": attempt.pii_masked,
         "provider_request_id": attempt.provider_request_id,
+        "prompt_version": attempt.prompt_version,
+        "quality_error": attempt.quality_error,
     }
 
 

@@ -25,8 +25,17 @@ from engine.breaker import BreakerStore, MemoryBreakerStore, OnChange
 from engine.breaker_events import recording_changes
 from engine.chain import Chain, EventHook, Target
 from engine.clock import Clock, SystemClock
-from engine.config import Config, ProviderConfig, load_config, parse_target
+from engine.config import (
+    Config,
+    ProviderConfig,
+    RouteConfig,
+    TargetConfig,
+    load_config,
+    parse_target,
+)
 from engine.errors import ConfigError
+from engine.health_scores import HealthScores, MemoryHealthScores, RedisHealthScores
+from engine.ordering import RedisTargetSwitches, Switches, TargetOrder, TargetSwitches
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.providers.anthropic import AnthropicProvider
@@ -98,9 +107,14 @@ class Switchover:
             self.clock,
             recording_changes(self.recorder, self.clock) if self.recorder else None,
         )
+        # Health scores only when a route orders by them; switches wherever they can be kept.
+        self.scores: HealthScores | None = None
+        if any(r.options.adaptive_order for r in config.routes.values()):
+            self.scores = _health_scores(config, self.clock)
+            self.hooks.append(self.scores.observe)
+        self.switches: Switches | None = _switches(config, record_to)
         self._chains: dict[str, Chain] = {
-            name: self._chain(name, [(t.provider, t.model) for t in route.targets], route.policy)
-            for name, route in config.routes.items()
+            name: self._route_chain(route) for name, route in config.routes.items()
         }
         self._loop_thread: _LoopThread | None = None
 
@@ -121,23 +135,46 @@ class Switchover:
             ) from None
         if target.provider not in self.providers:
             raise ConfigError(f"unknown provider {target.provider!r} in {model!r}")
-        self._chains[model] = self._chain(
-            model, [(target.provider, target.model)], self.config.policy
-        )
+        self._chains[model] = self._chain(model, [target], self.config.policy)
         return self._chains[model]
 
-    def _chain(self, route: str, targets: list[tuple[str, str]], policy: Any) -> Chain:
+    def _route_chain(self, route: RouteConfig) -> Chain:
+        options = route.options
+        order = None
+        if options.adaptive_order or options.own_keys_first or self.switches is not None:
+            order = TargetOrder(
+                scores=self.scores if options.adaptive_order else None,
+                switches=self.switches,
+                own_keys_first=options.own_keys_first,
+            )
+        return self._chain(
+            route.name,
+            list(route.targets),
+            route.policy,
+            order=order,
+            pii=options.pii,
+            contract=options.contract,
+            fall_back_on_quality=options.on_quality_error == "fall_back",
+        )
+
+    def _chain(self, route: str, targets: list[TargetConfig], policy: Any, **options: Any) -> Chain:
         return Chain(
             route,
             [
-                Target(self.providers[p], m, self.config.providers[p].key_kind)  # type: ignore[arg-type]
-                for p, m in targets
+                Target(
+                    self.providers[t.provider],
+                    t.model,
+                    self.config.providers[t.provider].key_kind,  # type: ignore[arg-type]
+                    t.prompt,
+                )
+                for t in targets
             ],
             policy=policy,
             breakers=self.breakers,
             clock=self.clock,
             hooks=self.hooks,
             event_hooks=self.event_hooks,
+            **options,
         )
 
     def add_hook(self, hook: AttemptHook) -> None:
@@ -150,16 +187,20 @@ class Switchover:
     # --- async ---------------------------------------------------------------------------
 
     async def complete(self, model: str, prompt: Prompt, **request: Any) -> Response:
-        return await self.chain(model).complete(_request(prompt, request))
+        return await self.chain(model).complete(request_of(prompt, request))
 
     async def stream(
         self, model: str, prompt: Prompt, **request: Any
     ) -> AsyncIterator[StreamEvent]:
-        async for event in self.chain(model).stream(_request(prompt, request)):
+        async for event in self.chain(model).stream(request_of(prompt, request)):
             yield event
 
     async def aclose(self) -> None:
         await asyncio.gather(*(p.aclose() for p in self.providers.values()))
+        for shared in (self.scores, self.switches):
+            close = getattr(shared, "aclose", None)
+            if close is not None:
+                await close()
         close = getattr(self.breakers, "aclose", None)
         if self._owns_breakers and close is not None:
             await close()
@@ -175,7 +216,7 @@ class Switchover:
     # --- sync ----------------------------------------------------------------------------
 
     def complete_sync(self, model: str, prompt: Prompt, **request: Any) -> Response:
-        return self._run_sync(self.complete(model, prompt, **request))
+        return self.run_sync(self.complete(model, prompt, **request))
 
     def stream_sync(self, model: str, prompt: Prompt, **request: Any) -> list[StreamEvent]:
         """The whole stream's events, in order (for scripts; use `stream` to act on each)."""
@@ -183,11 +224,11 @@ class Switchover:
         async def collect() -> list[StreamEvent]:
             return [e async for e in self.stream(model, prompt, **request)]
 
-        return self._run_sync(collect())
+        return self.run_sync(collect())
 
     def close(self) -> None:
         if self._loop_thread is not None:
-            self._run_sync(self.aclose())
+            self.run_sync(self.aclose())
             self._loop_thread.stop()
             self._loop_thread = None
 
@@ -197,18 +238,38 @@ class Switchover:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on this instance's private loop thread, where its pooled connections
+        live (what the `*_sync` methods do; for helpers such as `engine.jobs.run_job_sync`)."""
         if self._loop_thread is None:
             self._loop_thread = _LoopThread()
         return self._loop_thread.run(coro)
 
 
-def _request(prompt: Prompt, fields: Mapping[str, Any]) -> Request:
+def request_of(prompt: Prompt, fields: Mapping[str, Any]) -> Request:
+    """A `Request` from what the library's calls accept: text, messages or a Request."""
     if isinstance(prompt, Request):
         return prompt.replace(**fields) if fields else prompt
     if isinstance(prompt, str):
         return Request(messages=(Message.user(prompt),), **fields)
     return Request(messages=tuple(prompt), **fields)
+
+
+def _health_scores(config: Config, clock: Clock) -> HealthScores:
+    """Shared by every worker through Redis when `[state] redis_url` is set."""
+    if config.state.redis_url is None:
+        return MemoryHealthScores(clock)
+    return RedisHealthScores.from_url(config.state.redis_url, clock=clock)
+
+
+def _switches(config: Config, record_to: DataPaths | None) -> Switches | None:
+    """Operator switches in Redis when configured (every host sees them), else in the data
+    folder's control file (every process of this machine); none without either."""
+    if config.state.redis_url is not None:
+        return RedisTargetSwitches.from_url(config.state.redis_url)
+    if record_to is not None:
+        return TargetSwitches(record_to.target_switches)
+    return None
 
 
 def _breaker_store(config: Config, clock: Clock, on_change: OnChange | None) -> BreakerStore:

@@ -179,6 +179,9 @@ class Response:
     provider_request_id: str | None = None
     attempts: tuple[Attempt, ...] = ()
     fallback_depth: int = 0  # 0 when the first eligible target served
+    # Set when the answer broke the route's output contract or a tool's input schema and the
+    # route records rather than falls back (engine.contracts); the answer is still returned.
+    quality_error: str | None = None
 
     @property
     def text(self) -> str:
@@ -311,6 +314,8 @@ class Attempt:
     feature: str | None = None
     pii_masked: int = 0
     provider_request_id: str | None = None
+    prompt_version: str | None = None  # the target's own prompt ([prompts]) that was sent
+    quality_error: str | None = None  # "kind: message" when the answer broke its contract
 
     def replace(self, **changes: Any) -> Attempt:
         return dataclasses.replace(self, **changes)

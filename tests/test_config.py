@@ -164,6 +164,48 @@ def _broken(mutate) -> str:
             f"providers.gpt.price_provider: {GENAI_PRICES_SOURCE} has no provider 'grq'",
         ),
         (lambda d: d.update(providers={}), "providers: define at least one provider"),
+        (
+            lambda d: d["routes"]["support"].update(pii=["cpf", "rg"]),
+            "routes.support.pii: unknown kind 'rg' (kinds: cpf, cnpj, email, phone, card,",
+        ),
+        (
+            lambda d: d["routes"]["support"].update(pii_restore=True),
+            "routes.support.pii_restore: restores what `pii` masks: set `pii` too",
+        ),
+        (
+            lambda d: d["routes"]["support"].update(adaptive_order="yes"),
+            "routes.support.adaptive_order: must be true or false",
+        ),
+        (
+            lambda d: d["routes"]["support"].update(on_quality_error="retry"),
+            "routes.support.on_quality_error: must be one of record, fall_back",
+        ),
+        (
+            lambda d: d["routes"]["support"].update(output_schema={"type": "objekt"}),
+            "routes.support.output_schema: invalid output contract",
+        ),
+        (
+            lambda d: d["routes"]["support"].update(output_schema="schemas/none.json"),
+            "routes.support.output_schema: no such file",
+        ),
+        (
+            lambda d: d["routes"]["support"]["targets"].append(
+                {"target": "gpt/gpt-4.1", "prompt": "gpt-support"}
+            ),
+            "routes.support.targets[3].prompt: no [prompts.gpt-support] (defined: none defined)",
+        ),
+        (
+            lambda d: d.update(prompts={"p": {"system": "Be brief."}}),
+            'prompts.p.version: give the prompt a version, like "3"',
+        ),
+        (
+            lambda d: d.update(prompts={"p": {"version": 1, "system": "a", "template": "b"}}),
+            "prompts.p: give exactly one of system",
+        ),
+        (
+            lambda d: d.update(prompts={"p": {"version": 1, "template": "Answer in JSON."}}),
+            "prompts.p.template: must contain {system}",
+        ),
     ],
 )
 def test_each_mistake_names_its_key(mutate, expected):
@@ -225,3 +267,34 @@ def test_prices_are_optional_and_a_provider_may_name_its_price_provider():
     data["providers"]["fast"] = {"kind": "openai", "base_url": "https://api.groq.com/openai/v1"}
     data["providers"]["fast"]["price_provider"] = "groq"
     assert parse_config(data).providers["fast"].price_provider == "groq"
+
+
+def test_route_options_and_prompts_load(tmp_path: Path):
+    (tmp_path / "intent.json").write_text('{"type": "object", "required": ["intent"]}')
+    (tmp_path / "switchover.toml").write_text(
+        ISSUE_EXAMPLE
+        + """
+[prompts.gpt-support]
+version = 3
+template = "{system}\\nAnswer in Portuguese."
+
+[routes.classify]
+targets = ["claude/claude-haiku-4-5", { target = "gpt/gpt-4.1-mini", prompt = "gpt-support" }]
+adaptive_order = true
+own_keys_first = true
+pii = ["cpf", "card"]
+pii_restore = true
+output_schema = "intent.json"
+on_quality_error = "fall_back"
+"""
+    )
+    route = load_config(tmp_path / "switchover.toml").routes["classify"]
+    options = route.options
+    assert (options.adaptive_order, options.own_keys_first) == (True, True)
+    assert options.pii is not None and options.pii.kinds == {"cpf", "card"} and options.pii.restore
+    assert options.contract is not None and options.contract.schema["required"] == ["intent"]
+    assert options.on_quality_error == "fall_back"
+    assert route.targets[0].prompt is None
+    assert route.targets[1].prompt is not None and route.targets[1].prompt.label == "gpt-support@3"
+    defaults = load_config(tmp_path / "switchover.toml").routes["support"].options
+    assert defaults.pii is None and defaults.contract is None and not defaults.adaptive_order

@@ -14,6 +14,8 @@ REFERENCE = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text(
 KEYS = sorted(
     {
         *config._PROVIDER_KEYS,
+        *config._ROUTE_OPTION_KEYS,
+        *config._PROMPT_KEYS,
         *POLICY_KEYS,
         *config._PRICE_KEYS,
         *config._STATE_KEYS,

@@ -3,6 +3,7 @@
     POST /v1/chat/completions   OpenAI face      POST /v1/messages   Anthropic face
     GET  /v1/models             the routes, in a shape both official SDKs' models.list() read
     GET  /v1/status             routes and breakers (JSON)
+    GET  /admin/targets, POST /admin/targets/{disable,enable}   operator switches (admin.py)
     GET  /healthz  /readyz  /metrics
 
 One request, one concern per step: the face (by path) → method → gateway key → content type
@@ -36,6 +37,7 @@ from starlette.routing import Route
 
 from engine.chain import Chain
 from engine.errors import ChainError, ConfigError
+from engine.gateway.admin import admin_routes
 from engine.gateway.dialects.anthropic import ANTHROPIC
 from engine.gateway.dialects.base import BadRequest, Dialect, Parsed, dumps
 from engine.gateway.dialects.openai import OPENAI
@@ -45,6 +47,7 @@ from engine.gateway.httputil import (
     ClosingStream,
     Scrubber,
     caller_budget_s,
+    header_safe,
     key_accepted,
     read_body,
     route_headers,
@@ -71,6 +74,7 @@ _JSON_TYPES = ("application/json",)
 class GatewaySettings:
     keys: frozenset[str] = frozenset()  # empty: no auth (loopback development only)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    admin_keys: frozenset[str] = frozenset()  # for /admin/* (engine.gateway.admin)
 
 
 @dataclass
@@ -105,7 +109,10 @@ def create_app(
         if owns:
             await sw.aclose()
 
+    settings = gateway.settings
+    admin = admin_routes(sw, admin_keys=settings.admin_keys, gateway_keys=settings.keys)
     routes = [
+        *admin,
         Route(OPENAI.path, gateway.openai, methods=["POST"]),
         Route(ANTHROPIC.path, gateway.anthropic, methods=["POST"]),
         Route("/v1/models", gateway.models, methods=["GET"]),
@@ -213,6 +220,8 @@ class Gateway:
             len(answer.attempts),
             answer.fallback_depth > 0,
         )
+        if answer.quality_error is not None:  # returned as the route asks, flagged for the caller
+            headers["x-switchover-quality-error"] = header_safe(answer.quality_error[:200])
         await self._after(call, "ok", fallback=answer.fallback_depth > 0, attempts=answer.attempts)
         return self._json(call, 200, body, headers)
 

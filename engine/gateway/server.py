@@ -31,6 +31,7 @@ from starlette.applications import Starlette
 
 from engine.config import load_config
 from engine.errors import ConfigError
+from engine.gateway.admin import ADMIN_KEYS_ENV
 from engine.gateway.app import DEFAULT_MAX_BODY_BYTES, GatewaySettings, create_app
 from engine.paths import DATA_DIR_ENV, DataPaths
 
@@ -43,9 +44,11 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 APP_FACTORY = "engine.gateway.server:app_from_env"
 
 
-def gateway_keys(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+def gateway_keys(
+    environ: Mapping[str, str] | None = None, variable: str = KEYS_ENV
+) -> frozenset[str]:
     environ = os.environ if environ is None else environ
-    return frozenset(k.strip() for k in environ.get(KEYS_ENV, "").split(",") if k.strip())
+    return frozenset(k.strip() for k in environ.get(variable, "").split(",") if k.strip())
 
 
 def is_loopback(host: str) -> bool:
@@ -75,7 +78,11 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> GatewaySettin
         raise ConfigError(f"{MAX_BODY_ENV}: not a number: {raw!r}") from None
     if limit <= 0:
         raise ConfigError(f"{MAX_BODY_ENV}: must be positive")
-    return GatewaySettings(keys=gateway_keys(environ), max_body_bytes=limit)
+    return GatewaySettings(
+        keys=gateway_keys(environ),
+        max_body_bytes=limit,
+        admin_keys=gateway_keys(environ, ADMIN_KEYS_ENV),
+    )
 
 
 def app_from_env() -> Starlette:

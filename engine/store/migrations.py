@@ -123,6 +123,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        5,
+        "the prompt version and quality error of an attempt, quality errors in the rollups",
+        # Nullable columns: spool files and PostgreSQL rows from before carry neither.
+        """
+        ALTER TABLE attempts ADD COLUMN prompt_version VARCHAR;
+        ALTER TABLE attempts ADD COLUMN quality_error VARCHAR;
+        ALTER TABLE rollup_minute ADD COLUMN quality_errors BIGINT;
+        ALTER TABLE rollup_hour ADD COLUMN quality_errors BIGINT;
+        ALTER TABLE rollup_day ADD COLUMN quality_errors BIGINT;
+        """,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 

@@ -34,13 +34,13 @@ from engine.records import DUCKDB_COLUMNS
 from engine.store.db import sql_string
 from engine.store.event_tables import EVENT_AND_ALERT_TABLES
 from engine.store.publish import RECENT_ATTEMPTS, Snapshot, read_manifest
-from engine.store.rollups import ROLLUP_COLUMNS
+from engine.store.rollups import CURRENT_ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 
 # The columns of each snapshot, as DuckDB DDL, for the empty stand-in before it exists.
 SNAPSHOT_COLUMNS: dict[str, str] = {
     RECENT_ATTEMPTS: DUCKDB_COLUMNS.replace(" NOT NULL", ""),
-    **{table: ROLLUP_COLUMNS.replace(" NOT NULL", "") for table in ROLLUP_TABLES.values()},
+    **{table: CURRENT_ROLLUP_COLUMNS.replace(" NOT NULL", "") for table in ROLLUP_TABLES.values()},
     "route_primaries": "route VARCHAR, target VARCHAR, provider_kind VARCHAR, model VARCHAR, "
     "last_seen TIMESTAMPTZ",
     "failure_classes": "day TIMESTAMPTZ, provider VARCHAR, error_class VARCHAR, "

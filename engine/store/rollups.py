@@ -132,6 +132,7 @@ att_rollup AS (
         count(*) FILTER (a.fault_kind = 'account') AS account_faults,
         count(*) FILTER (a.fault_kind = 'rate_limit') AS rate_limited,
         count(*) FILTER (a.fault_kind = 'ambiguous') AS ambiguous_faults,
+        count(*) FILTER (a.quality_error IS NOT NULL) AS quality_errors,
         quantile_cont(a.latency_ms, 0.5) AS latency_p50_ms,
         quantile_cont(a.latency_ms, 0.95) AS latency_p95_ms,
         quantile_cont(a.latency_ms, 0.99) AS latency_p99_ms,
@@ -169,6 +170,7 @@ SELECT bucket, route, provider, model, target, feat AS feature,
     sum(provider_faults)::BIGINT AS provider_faults,
     sum(account_faults)::BIGINT AS account_faults, sum(rate_limited)::BIGINT AS rate_limited,
     sum(ambiguous_faults)::BIGINT AS ambiguous_faults,
+    sum(quality_errors)::BIGINT AS quality_errors,
     max(latency_p50_ms) AS latency_p50_ms, max(latency_p95_ms) AS latency_p95_ms,
     max(latency_p99_ms) AS latency_p99_ms, max(ttft_p50_ms) AS ttft_p50_ms,
     max(ttft_p95_ms) AS ttft_p95_ms,
@@ -186,7 +188,7 @@ GROUP BY ALL
 
 
 # The rollup tables' columns (migration 2 creates the three tables from this, and the two
-# helper tables below).
+# helper tables below; migration 5 adds quality_errors).
 ROLLUP_COLUMNS = """
     bucket TIMESTAMPTZ NOT NULL, route VARCHAR NOT NULL, provider VARCHAR NOT NULL,
     model VARCHAR NOT NULL, target VARCHAR NOT NULL, feature VARCHAR NOT NULL,
@@ -200,6 +202,8 @@ ROLLUP_COLUMNS = """
     cost_usd DECIMAL(18,9), unpriced_attempts BIGINT, wasted_usd DECIMAL(18,9),
     fallback_premium_usd DECIMAL(18,9), cache_loss_usd DECIMAL(18,9), rewarm_usd DECIMAL(18,9)
 """
+# The tables as they are now: migration 5 added quality_errors.
+CURRENT_ROLLUP_COLUMNS = ROLLUP_COLUMNS.rstrip() + ", quality_errors BIGINT\n"
 HELPER_TABLES = """
 CREATE TABLE route_primaries (route VARCHAR PRIMARY KEY, target VARCHAR, provider_kind VARCHAR,
     model VARCHAR, last_seen TIMESTAMPTZ);
@@ -245,7 +249,7 @@ GROUP BY ALL
 _ADDITIVE = (
     *("requests", "answered", "answered_by_fallback", "request_faults", "unavailable"),
     *("broken_streams", "abandoned", "attempts", "failed_attempts", "request_fault_attempts"),
-    *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults"),
+    *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults", "quality_errors"),
     *("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
     *("cost_usd", "unpriced_attempts", "wasted_usd", "fallback_premium_usd", "cache_loss_usd"),
     "rewarm_usd",

@@ -20,6 +20,7 @@ import uvicorn
 
 from engine.config import parse_config
 from engine.gateway.app import GatewaySettings, create_app
+from engine.paths import DataPaths
 from engine.switchover import Switchover
 from engine.types import Attempt
 from simulations.fakes import FakeProviders
@@ -143,11 +144,20 @@ def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
         *,
         keys: Sequence[str] = (),
         max_body_mb: float = 32,
+        admin_keys: Sequence[str] = (),
+        record_to: DataPaths | None = None,
     ) -> Gateway:
         attempts: list[Attempt] = []
-        sw = Switchover(config_for(fake, routes), environ=PROVIDER_KEYS, hooks=[attempts.append])
+        sw = Switchover(
+            config_for(fake, routes),
+            environ=PROVIDER_KEYS,
+            hooks=[attempts.append],
+            record_to=record_to,
+        )
         settings = GatewaySettings(
-            keys=frozenset(keys), max_body_bytes=int(max_body_mb * 1024 * 1024)
+            keys=frozenset(keys),
+            max_body_bytes=int(max_body_mb * 1024 * 1024),
+            admin_keys=frozenset(admin_keys),
         )
         app = create_app(sw, settings, environ=PROVIDER_KEYS, owns=True)
         gw = Gateway(ServerThread(app), sw, attempts)

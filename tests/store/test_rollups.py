@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from engine.records import DUCKDB_COLUMNS, to_row, to_table
-from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS, TABLES, refresh
+from engine.store.rollups import CURRENT_ROLLUP_COLUMNS, HELPER_TABLES, TABLES, refresh
 from engine.types import Attempt
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -103,7 +103,7 @@ def con():
     con = duckdb.connect()
     con.execute(f"CREATE TABLE attempts ({DUCKDB_COLUMNS})")
     for table in TABLES.values():
-        con.execute(f"CREATE TABLE {table} ({ROLLUP_COLUMNS})")
+        con.execute(f"CREATE TABLE {table} ({CURRENT_ROLLUP_COLUMNS})")
     con.execute(HELPER_TABLES)
     con.register("fixture", to_table([to_row(a, price(a), "test") for a in ATTEMPTS]))
     con.execute("INSERT INTO attempts SELECT * FROM fixture")
