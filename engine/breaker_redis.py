@@ -88,7 +88,13 @@ class RedisBreakerStore:
         self._retry_s = retry_s
         self._memory = self._new_memory()
         self.fallbacks = 0  # calls answered from memory because Redis was unreachable
-        self._down = False
+        self._outage = RedisOutage(
+            redis,
+            "breaker store",
+            meanwhile="breakers fall back to this process's memory",
+            back="breakers are shared",
+            retry_s=retry_s,
+        )
         self._retry_at: float | None = None  # caller time; None: at the next admit or record
 
     @classmethod
@@ -113,7 +119,7 @@ class RedisBreakerStore:
     @property
     def shared(self) -> bool:
         """False while Redis is unreachable and this process's memory answers."""
-        return not self._down
+        return not self._outage.down
 
     def policy_for(self, key: str) -> BreakerPolicy:
         return self._policies.get(key, self._policy)
@@ -150,7 +156,7 @@ class RedisBreakerStore:
         self._restored()
 
     async def snapshot(self, key: str) -> BreakerState:
-        if self._down:
+        if self._outage.down:
             self.fallbacks += 1
             return await self._memory.snapshot(key)
         try:
@@ -161,7 +167,7 @@ class RedisBreakerStore:
         return self._local(_decode(raw))
 
     async def snapshot_all(self) -> dict[str, BreakerState]:
-        if self._down:
+        if self._outage.down:
             self.fallbacks += 1
             return await self._memory.snapshot_all()
         try:
@@ -214,7 +220,7 @@ class RedisBreakerStore:
     # --- falling back to memory ----------------------------------------------------------
 
     def _use_memory(self, now: float) -> bool:
-        if not self._down:
+        if not self._outage.down:
             return False
         if self._retry_at is None:
             self._retry_at = now + self._retry_s
@@ -229,23 +235,11 @@ class RedisBreakerStore:
             log.warning("breaker store: %s; this call used the process's memory", exc)
             return
         self._retry_at = None if now is None else now + self._retry_s
-        if not self._down:
-            self._down = True
-            log.warning(
-                "breaker store: Redis at %s unreachable (%s: %s); breakers fall back to this "
-                "process's memory and Redis is retried every %g s",
-                describe_url(self.redis),
-                type(exc).__name__,
-                exc,
-                self._retry_s,
-            )
+        self._outage.lost(exc)
 
     def _restored(self) -> None:
-        if self._down:
-            self._down = False
+        if self._outage.restored():
             self._memory = self._new_memory()
-            where = describe_url(self.redis)
-            log.warning("breaker store: Redis at %s answers again; breakers are shared", where)
 
     def _new_memory(self) -> MemoryBreakerStore:
         return MemoryBreakerStore(self._policy, self._policies, self._on_change)
@@ -266,6 +260,42 @@ class _Contention(RedisError):
 def offset_to_wall(clock: Clock) -> float:
     """Seconds to add to `clock.now()` to get wall-clock time (epoch seconds)."""
     return time.time() - clock.now()
+
+
+class RedisOutage:
+    """Whether a Redis is unreachable, said once when it goes and once when it answers again:
+    the stores that share state through Redis sit on the request path and must never log per
+    request. `component` names the store, `meanwhile` what it does instead, `back` what holds
+    again."""
+
+    def __init__(
+        self, redis: Redis, component: str, *, meanwhile: str, back: str, retry_s: float
+    ) -> None:
+        self.redis, self.component = redis, component
+        self.meanwhile, self.back, self.retry_s = meanwhile, back, retry_s
+        self.down = False
+
+    def lost(self, exc: Exception) -> None:
+        if not self.down:
+            self.down = True
+            log.warning(
+                "%s: Redis at %s unreachable (%s: %s); %s, and Redis is retried every %g s",
+                self.component,
+                describe_url(self.redis),
+                type(exc).__name__,
+                exc,
+                self.meanwhile,
+                self.retry_s,
+            )
+
+    def restored(self) -> bool:
+        """True when this ends an outage."""
+        if not self.down:
+            return False
+        self.down = False
+        log.warning("%s: Redis at %s answers again; %s", self.component,
+                    describe_url(self.redis), self.back)  # fmt: skip
+        return True
 
 
 def describe_url(redis: Redis | SyncRedis) -> str:

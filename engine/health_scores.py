@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from engine.breaker import WINDOW_BUCKETS
-from engine.breaker_redis import DEFAULT_PREFIX, RETRY_S, SOCKET_TIMEOUT_S, describe_url
+from engine.breaker_redis import DEFAULT_PREFIX, RETRY_S, SOCKET_TIMEOUT_S, RedisOutage
 from engine.clock import Clock
 from engine.types import Attempt
 
@@ -152,7 +152,13 @@ class RedisHealthScores:
         # attempts costs one HINCRBY per target and field, and the queue stays small.
         self._pending: dict[tuple[str, int], list[int]] = {}
         self._task: asyncio.Task[None] | None = None
-        self._down = False
+        self._outage = RedisOutage(
+            redis,
+            "health scores",
+            meanwhile="target order follows this process's own attempts",
+            back="scores are shared",
+            retry_s=retry_s,
+        )
         self._retry_at = 0.0  # clock.now() after which an unreachable Redis is tried again
         self.fallbacks = 0  # score reads answered from memory because Redis was unreachable
         self._warned = False
@@ -170,7 +176,7 @@ class RedisHealthScores:
     @property
     def shared(self) -> bool:
         """False while Redis is unreachable and this process's memory answers."""
-        return not self._down
+        return not self._outage.down
 
     def observe(self, attempt: Attempt) -> None:
         self.memory.observe(attempt)
@@ -265,29 +271,15 @@ class RedisHealthScores:
 
     def _redis_due(self) -> bool:
         """Whether to use Redis: it is up, or down long enough to be tried again."""
-        return not self._down or self.clock.now() >= self._retry_at
+        return not self._outage.down or self.clock.now() >= self._retry_at
 
     def _lost(self, exc: Exception) -> None:
         self._retry_at = self.clock.now() + self._retry_s
         self._cache.clear()  # a stale shared read must not outlive the outage's first second
-        if not self._down:
-            self._down = True
-            log.warning(
-                "health scores: Redis at %s unreachable (%s: %s); target order follows this "
-                "process's own attempts and Redis is retried every %g s",
-                describe_url(self.redis),
-                type(exc).__name__,
-                exc,
-                self._retry_s,
-            )
+        self._outage.lost(exc)
 
     def _restored(self) -> None:
-        if self._down:
-            self._down = False
-            log.warning(
-                "health scores: Redis at %s answers again; scores are shared",
-                describe_url(self.redis),
-            )
+        self._outage.restored()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from engine.breaker_redis import DEFAULT_PREFIX, RETRY_S, SOCKET_TIMEOUT_S, describe_url
+from engine.breaker_redis import DEFAULT_PREFIX, RETRY_S, SOCKET_TIMEOUT_S, RedisOutage
 from engine.health_scores import NO_DATA, HealthScores
 
 if TYPE_CHECKING:
@@ -315,7 +315,13 @@ class RedisTargetSwitches:
         self._key = f"{prefix}target_switches"
         self._switches: tuple[Switch, ...] = ()
         self._fresh_until: float | None = None  # None: never read
-        self._down = False
+        self._outage = RedisOutage(
+            redis,
+            "target switches",
+            meanwhile="the last switches read stay in force",
+            back="switches are shared",
+            retry_s=retry_s,
+        )
         self._unreadable: set[bytes | str] = set()
 
     @classmethod
@@ -376,21 +382,10 @@ class RedisTargetSwitches:
             return None
 
     def _lost(self, exc: Exception) -> None:
-        if not self._down:
-            self._down = True
-            log.warning(
-                "target switches: Redis at %s unreachable (%s: %s); the last switches read "
-                "stay in force and Redis is retried every %g s",
-                describe_url(self.redis),
-                type(exc).__name__,
-                exc,
-                self._retry_s,
-            )
+        self._outage.lost(exc)
 
     def _restored(self) -> None:
-        if self._down:
-            self._down = False
-            log.warning("target switches: Redis at %s answers again", describe_url(self.redis))
+        self._outage.restored()
 
 
 def _field(target: str, route: str | None) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import config
+from engine import config, config_routes
 from engine.alerts import rules
 from engine.policy import POLICY_KEYS
 
@@ -14,8 +14,8 @@ REFERENCE = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text(
 KEYS = sorted(
     {
         *config._PROVIDER_KEYS,
-        *config._ROUTE_OPTION_KEYS,
-        *config._PROMPT_KEYS,
+        *config_routes._ROUTE_OPTION_KEYS,
+        *config_routes._PROMPT_KEYS,
         *POLICY_KEYS,
         *config._PRICE_KEYS,
         *config._STATE_KEYS,
