@@ -16,11 +16,14 @@ from engine.errors import (
     ConfigError,
     Decision,
     ProviderFault,
+    QualityFault,
     RateLimited,
     RequestFailed,
     RequestFault,
     SwitchoverError,
 )
+from engine.jobs import Done, Failed, JobPolicy, RetryLater, run_job, run_job_sync
+from engine.pii import PiiPolicy
 from engine.policy import Policy
 from engine.switchover import Switchover
 from engine.types import (
@@ -60,17 +63,23 @@ __all__ = [
     "Config",
     "ConfigError",
     "Decision",
+    "Done",
+    "Failed",
     "Image",
+    "JobPolicy",
     "MemoryBreakerStore",
     "Message",
     "MessageEnd",
+    "PiiPolicy",
     "Policy",
     "ProviderFault",
+    "QualityFault",
     "RateLimited",
     "Request",
     "RequestFailed",
     "RequestFault",
     "Response",
+    "RetryLater",
     "StreamError",
     "StreamEvent",
     "StreamStart",
@@ -91,4 +100,6 @@ __all__ = [
     "VirtualClock",
     "load_config",
     "parse_config",
+    "run_job",
+    "run_job_sync",
 ]
