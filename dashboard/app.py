@@ -15,6 +15,7 @@ pages = [
     st.Page("pages/live.py", title="Live", icon=":material/monitor_heart:", default=True),
     st.Page("pages/costs.py", title="Costs", icon=":material/payments:"),
     st.Page("pages/incidents.py", title="Incidents & alerts", icon=":material/warning:"),
+    st.Page("pages/readiness.py", title="Readiness", icon=":material/fact_check:"),
     st.Page("pages/explorer.py", title="Explorer", icon=":material/search:"),
     st.Page("pages/whatif.py", title="What-if", icon=":material/science:"),
     st.Page("pages/reports.py", title="Reports", icon=":material/summarize:"),

@@ -51,3 +51,24 @@ def timeline(
 def lines_by(frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str) -> go.Figure:
     fig = px.line(frame, x=x, y=y, color=color, markers=True)
     return _layout(fig, title, yaxis)
+
+
+def pass_rates(frame: pd.DataFrame, minimum: float) -> go.Figure:
+    """Pass rate per target (`target`, `pass_rate`, `below_minimum`), the targets below the
+    route's minimum in red, and the minimum as a dotted line."""
+    shown = frame.assign(
+        result=frame["below_minimum"].map({True: "below minimum", False: "meets minimum"})
+    )
+    colours = {"below minimum": "#d62728", "meets minimum": "#2ca02c"}
+    fig = px.bar(shown, x="target", y="pass_rate", color="result", color_discrete_map=colours)
+    fig.add_hline(y=minimum, line_dash="dot", annotation_text=f"minimum {minimum:.0%}")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
+    return _layout(fig, "Pass rate by target, latest run", "pass rate")
+
+
+def pass_rate_history(frame: pd.DataFrame, minimum: float) -> go.Figure:
+    """Pass rate per run (`started_at`) and `target`, with the route's minimum as a line."""
+    fig = px.line(frame, x="started_at", y="pass_rate", color="target", markers=True)
+    fig.add_hline(y=minimum, line_dash="dot", annotation_text=f"minimum {minimum:.0%}")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
+    return _layout(fig, "Pass rate by eval run", "pass rate")

@@ -21,7 +21,7 @@ from engine import classify
 from engine.breaker import BreakerStore, Released, Success, event_for
 from engine.clock import Clock
 from engine.contracts import OutputContract
-from engine.errors import AmbiguousFault, AttemptError, QualityFault, RateLimited
+from engine.errors import AmbiguousFault, AttemptError, DrillFault, QualityFault, RateLimited
 from engine.policy import Policy
 from engine.quality import StreamedAnswer, judge
 from engine.types import (
@@ -75,6 +75,7 @@ class RequestRun:
     pii_masked: int = 0  # personal data masked in the request, recorded on every attempt
     contract: OutputContract | None = None  # what answers must meet (engine.quality)
     fall_back_on_quality: bool = False
+    drills: dict[str, datetime] = field(default_factory=dict)  # target → drill end (wall)
 
     def __post_init__(self) -> None:
         self.deadline = self.clock.now() + self.policy.budget_s
@@ -105,6 +106,7 @@ class RequestRun:
         self, target: Target, depth: int, breaker_state: str, *, backups_left: bool = False
     ) -> Response:
         self._begin(target, depth, breaker_state)
+        self._drill_check(target)
         limit = min(self.usable(backups_left), self.policy.attempt_timeout_s)
         request = self._request_for(target)
         try:
@@ -150,6 +152,7 @@ class RequestRun:
         usage = Usage()
         handed_to_chain = False
         try:
+            self._drill_check(target)
             while True:
                 event = await self._next_event(events, committed=ttft_ms is not None)
                 if isinstance(event, UsageUpdate | MessageEnd):
@@ -244,6 +247,12 @@ class RequestRun:
         return error
 
     # --- recording -----------------------------------------------------------------------
+
+    def _drill_check(self, target: Target) -> None:
+        """A target under a fault drill fails here, before any call, as an invalid key would."""
+        until = self.drills.get(target.name)
+        if until is not None:
+            raise DrillFault((until - self.clock.wall()).total_seconds())
 
     def _request_for(self, target: Target) -> Request:
         """What this target is sent: the (masked) request, in the target's own prompt."""

@@ -31,11 +31,18 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Literal, Protocol
 
-from engine.errors import AccountFault, AttemptError, QualityFault, RateLimited, RequestFault
+from engine.errors import (
+    AccountFault,
+    AttemptError,
+    DrillFault,
+    QualityFault,
+    RateLimited,
+    RequestFault,
+)
 
 Status = Literal["closed", "open", "half_open"]
-# "probe": reopened because the half-open probe failed.
-OpenReason = Literal["failures", "failure_rate", "account", "probe"]
+# "probe": reopened because the half-open probe failed; "drill": held open by a fault drill.
+OpenReason = Literal["failures", "failure_rate", "account", "probe", "drill"]
 
 # The sliding window is kept as this many time buckets of (start, failures, total), so the
 # state stays a few numbers at any traffic and outcomes leave it within a tenth of window_s.
@@ -90,7 +97,16 @@ class ProviderFailure:
 
 @dataclass(frozen=True, slots=True)
 class AccountFailure:
-    """The credential or the account is broken."""
+    """The credential or the account is broken. `hold_s` replaces the account cooldown (a
+    drill holds the breaker open exactly until it ends, then the usual probe restores it)."""
+
+    hold_s: float | None = None
+    drill: bool = False  # the invalid key of a fault drill (engine.drills)
+
+
+@dataclass(frozen=True, slots=True)
+class DrillOver:
+    """The drill that holds this breaker open ended (early, maybe): probe now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +119,7 @@ class Released:
     """A probe ended without a verdict on the provider (request fault, cancelled)."""
 
 
-Event = Success | ProviderFailure | AccountFailure | RateLimit | Released
+Event = Success | ProviderFailure | AccountFailure | RateLimit | Released | DrillOver
 
 
 def event_for(error: AttemptError) -> Event | None:
@@ -114,6 +130,8 @@ def event_for(error: AttemptError) -> Event | None:
         return None
     if isinstance(error, QualityFault):
         return Success()
+    if isinstance(error, DrillFault):
+        return AccountFailure(error.hold_s, drill=True)
     if isinstance(error, AccountFault):
         return AccountFailure()
     if isinstance(error, RateLimited):
@@ -162,11 +180,16 @@ def transition(
         case RateLimit(reset_after_s=reset):
             wait = policy.rate_limit_cooldown_s if reset is None else reset
             return replace(state, cooling_until=now + wait, probe_until=None)
-        case AccountFailure():
-            until = now + policy.account_cooldown_s
-            if state.status == "open" and state.open_reason == "account":
+        case AccountFailure(hold_s=hold, drill=drill):
+            until = now + (policy.account_cooldown_s if hold is None else hold)
+            reason: OpenReason = "drill" if drill else "account"
+            if state.status == "open" and state.open_reason == reason:
                 return replace(state, open_until=max(until, state.open_until or until))
-            return _open(state, now, until, "account")
+            return _open(state, now, until, reason)
+        case DrillOver():
+            if state.status == "open" and state.open_reason == "drill":
+                return replace(state, open_until=min(now, state.open_until or now))
+            return state
         case Success():
             if state.status == "half_open":
                 return BreakerState(cooling_until=state.cooling_until)

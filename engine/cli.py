@@ -17,6 +17,8 @@ import typer
 from engine.cli_alerts import alerts_app
 from engine.cli_common import ConfigOption, DataDirOption
 from engine.cli_common import fail as _fail
+from engine.cli_drill import drill_command
+from engine.cli_evals import eval_command
 from engine.cli_targets import targets_app
 from engine.errors import ChainError, ConfigError
 
@@ -28,6 +30,8 @@ app = typer.Typer(
 )
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(targets_app, name="targets")
+app.command("eval")(eval_command)
+app.command("drill")(drill_command)
 
 
 @app.command("check-config")

@@ -72,17 +72,21 @@ def targets_list(
         typer.echo("No target is disabled.")
         return
     for e in entries:
-        where = e["route"] or "every route"
+        where = f"route {e['route']}" if e["route"] else "every route"
         why = f": {e['reason']}" if e["reason"] else ""
-        typer.echo(f"{e['target']}  disabled for {where} since {e['since']} by {e['by']}{why}")
+        if e.get("kind") == "drill":
+            typer.echo(f"{e['target']}  under drill {e['drill_id']} on {where} since "
+                       f"{e['since']} until {e['until']} by {e['by']}")  # fmt: skip
+        else:
+            typer.echo(f"{e['target']}  disabled for {where} since {e['since']} by {e['by']}{why}")
 
 
 def _open(
     config_path: Path, data_dir: Path | None, target: str | None, route: str | None
 ) -> tuple[Any, list[str]]:
     from engine.config import load_config
-    from engine.ordering import RedisTargetSwitches, TargetSwitches
     from engine.paths import DataPaths
+    from engine.switches import RedisTargetSwitches, TargetSwitches
 
     try:
         config = load_config(config_path)

@@ -14,6 +14,9 @@
     │   ├── AccountFault            credential or account broken (401, 403, 404 model, 402,
     │   │                           insufficient quota, spend limit) → FALL BACK NOW, open the
     │   │                           breaker for a long cooldown, raise a credential alert
+    │   │   └── DrillFault          a fault drill's invalid key (no call made): the same path,
+    │   │                           the breaker held open until the drill ends; telemetry
+    │   │                           counts it as a drill, never as an incident or an alert
     │   ├── RateLimited             429 rate limit → WAIT Retry-After and retry when short and
     │   │                           inside the budget, else FALL BACK; cools the target until
     │   │                           the reset; never trips the breaker
@@ -114,6 +117,23 @@ class ProviderFault(AttemptError):
 class AccountFault(AttemptError):
     decision = Decision.FALL_BACK_NOW
     fault_kind = "account"
+
+
+class DrillFault(AccountFault):
+    """Raised by the chain itself for a target under a fault drill (`engine.switches`), before
+    any HTTP call: the request takes exactly the path an invalid key would send it down."""
+
+    fault_kind = "drill"
+
+    def __init__(self, drill_until_s: float) -> None:
+        super().__init__(
+            "drill_invalid_key",
+            "fault drill: this target answers as if its key were invalid",
+            status=401,
+            error_type="authentication_error",
+            sent=False,
+        )
+        self.hold_s = max(0.0, drill_until_s)  # until the drill ends: the breaker stays open
 
 
 class RateLimited(AttemptError):

@@ -42,5 +42,15 @@ class DataPaths:
         return self.control / "targets.json"
 
     @property
+    def evals_inbox(self) -> Path:
+        """Eval runs (`switchover eval`) waiting for the scheduler to take them in."""
+        return self.control / "evals"
+
+    @property
+    def drills_inbox(self) -> Path:
+        """Drill records (engine.drills) waiting for the scheduler to take them in."""
+        return self.control / "drills"
+
+    @property
     def reports(self) -> Path:
         return self.root / "reports"

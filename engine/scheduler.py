@@ -35,6 +35,7 @@ from engine.pricing import Pricer
 from engine.store import publish as publishing
 from engine.store.db import open_store
 from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
+from engine.store.readiness import report_drills, take_in
 from engine.store.rollups import forget_baselines, refresh
 
 if TYPE_CHECKING:
@@ -74,6 +75,9 @@ _SNAPSHOTS: tuple[tuple[str, str], ...] = (
         "breaker_events",
         "SELECT * FROM breaker_events WHERE occurred_at >= $now - INTERVAL 35 DAY",
     ),
+    ("eval_runs", "SELECT * FROM eval_runs"),
+    ("eval_results", "SELECT * FROM eval_results"),
+    ("drills", "SELECT * FROM drills"),
 )
 
 
@@ -160,6 +164,8 @@ class Pipeline:
             if not pulled.more:
                 break
         events = ingest_events(self.con, self.paths.spool / EVENTS_DIR)
+        # Drills first: the rollups tell a drill's fallbacks from a provider's trouble.
+        readiness_changed = self._readiness(started)
         since = started - MINUTE_LOOKBACK
         late = oldest is not None and oldest < since
         if late:
@@ -170,7 +176,7 @@ class Pipeline:
                 refresh(self.con, grain, lo, hi, self._prices)
         if oldest is not None and oldest < started - timedelta(hours=1):
             self._day_refreshed_until = None  # late data: the day rollups catch up as well
-        alerts_changed = self._watch(started, late)
+        alerts_changed = self._watch(started, late) or readiness_changed
         stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
         if rows or events or alerts_changed or stale:
             self.publish(started)
@@ -197,6 +203,15 @@ class Pipeline:
             log.info("pulling attempts from %s again", self.postgres)
         self._postgres_down = False
         return pulled
+
+    def _readiness(self, now: datetime) -> bool:
+        """Eval runs and drills from the control folder, and the reports of drills that ended;
+        whether anything changed. Never raised: ingest and alerts must go on."""
+        try:
+            return bool(take_in(self.con, self.paths) + report_drills(self.con, now))
+        except Exception:
+            log.exception("taking in evals and drills failed; tried again next cycle")
+            return False
 
     def _watch(self, now: datetime, late: bool) -> bool:
         """The alerting pass; whether its snapshots changed. Its failure is logged, never

@@ -7,7 +7,8 @@ Nothing here decides a retry or a fallback; that is `engine.chain`'s business.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from engine.pii import Masker, StreamRestorer
@@ -28,6 +29,10 @@ class Arranger(Protocol):
     async def arrange(self, route: str, targets: Sequence[Target]) -> Sequence[Target]:
         """The targets in the order this request should try them (a subset when the operator
         disabled some, never empty)."""
+        ...
+
+    async def drills(self, route: str) -> Mapping[str, datetime]:
+        """Targets under a fault drill on `route`, with the drill's end (wall clock)."""
         ...
 
 

@@ -35,13 +35,14 @@ from engine.config import (
 )
 from engine.errors import ConfigError
 from engine.health_scores import HealthScores, MemoryHealthScores, RedisHealthScores
-from engine.ordering import RedisTargetSwitches, Switches, TargetOrder, TargetSwitches
+from engine.ordering import TargetOrder
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import Provider
 from engine.providers.openai import OpenAIProvider
 from engine.recorder import AttemptSink, Recorder
+from engine.switches import RedisTargetSwitches, Switches, TargetSwitches
 from engine.types import Message, Request, Response, StreamEvent
 
 T = TypeVar("T")
@@ -88,6 +89,7 @@ class Switchover:
         scheduler to ingest (into PostgreSQL instead when `[state] postgres_url` is set); None
         records nothing beyond the hooks given."""
         self.config = config
+        self.paths = record_to  # the data folder, when this instance records
         self.clock = clock or SystemClock()
         self.hooks: list[AttemptHook] = list(hooks)
         self.recorder: Recorder | None = None
@@ -112,7 +114,7 @@ class Switchover:
         if any(r.options.adaptive_order for r in config.routes.values()):
             self.scores = _health_scores(config, self.clock)
             self.hooks.append(self.scores.observe)
-        self.switches: Switches | None = _switches(config, record_to)
+        self.switches: Switches | None = _switches(config, record_to, self.clock)
         self._chains: dict[str, Chain] = {
             name: self._route_chain(route) for name, route in config.routes.items()
         }
@@ -262,13 +264,13 @@ def _health_scores(config: Config, clock: Clock) -> HealthScores:
     return RedisHealthScores.from_url(config.state.redis_url, clock=clock)
 
 
-def _switches(config: Config, record_to: DataPaths | None) -> Switches | None:
+def _switches(config: Config, record_to: DataPaths | None, clock: Clock) -> Switches | None:
     """Operator switches in Redis when configured (every host sees them), else in the data
     folder's control file (every process of this machine); none without either."""
     if config.state.redis_url is not None:
-        return RedisTargetSwitches.from_url(config.state.redis_url)
+        return RedisTargetSwitches.from_url(config.state.redis_url, now=clock.wall)
     if record_to is not None:
-        return TargetSwitches(record_to.target_switches)
+        return TargetSwitches(record_to.target_switches, now=clock.wall)
     return None
 
 

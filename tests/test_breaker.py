@@ -16,6 +16,7 @@ from engine.breaker import (
     Admission,
     BreakerPolicy,
     BreakerState,
+    DrillOver,
     Event,
     ProviderFailure,
     RateLimit,
@@ -30,7 +31,9 @@ from engine.errors import (
     AccountFault,
     AmbiguousFault,
     AttemptError,
+    DrillFault,
     ProviderFault,
+    QualityFault,
     RateLimited,
     RequestFault,
 )
@@ -49,10 +52,22 @@ POLICY = BreakerPolicy()  # failures=5, window 60 s, min_volume=10, rate 0.5, co
         (AmbiguousFault("truncated_body", status=200), ProviderFailure(None)),
         (AccountFault("invalid_api_key", status=401), AccountFailure()),
         (RateLimited("rate_limit", status=429, retry_after_s=3.0), RateLimit(3.0)),
+        (DrillFault(120.0), AccountFailure(120.0, drill=True)),
+        (QualityFault("schema: $.x", None, error_class="output_schema"), Success()),
     ],
 )
 def test_each_error_reports_the_event_of_its_decision(error: AttemptError, event: Event | None):
     assert event_for(error) == event
+
+
+def test_a_drill_holds_the_breaker_open_until_it_ends_and_its_end_lets_a_probe_through():
+    held = transition(BreakerState(), AccountFailure(120.0, drill=True), 10.0, POLICY)
+    assert (held.status, held.open_reason, held.open_until) == ("open", "drill", 130.0)
+    assert admit(held, 129.0, POLICY)[0] is Admission.REJECT_OPEN
+    over = transition(held, DrillOver(), 40.0, POLICY)  # ended early
+    assert admit(over, 40.0, POLICY)[0] is Admission.PROBE
+    real = transition(BreakerState(), AccountFailure(), 10.0, POLICY)
+    assert transition(real, DrillOver(), 40.0, POLICY) == real  # a real key problem stays
 
 
 def test_the_window_stays_a_few_buckets_however_busy_the_target():

@@ -7,8 +7,8 @@ import asyncio
 from typer.testing import CliRunner
 
 from engine.cli import app
-from engine.ordering import TargetSwitches
 from engine.paths import DataPaths
+from engine.switches import TargetSwitches
 
 runner = CliRunner()
 CONFIG = """

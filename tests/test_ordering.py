@@ -20,8 +20,9 @@ from engine.chain import Chain, Target
 from engine.clock import VirtualClock
 from engine.errors import RequestFailed
 from engine.health_scores import MemoryHealthScores
-from engine.ordering import TargetOrder, TargetSwitches, order_targets
+from engine.ordering import TargetOrder, order_targets
 from engine.providers.openai import OpenAIProvider
+from engine.switches import TargetSwitches
 from engine.types import Attempt, Message, Request
 from simulations.fakes import FakeTransport
 
@@ -260,10 +261,12 @@ async def test_entries_say_what_where_why_who_and_since_when(tmp_path):
     clock.advance(60)
     await switches.disable(A, reason="outage", by="bo")
     await switches.disable(B, route="chat", reason="timeouts, still", by="cy")
+    plain = {"kind": "disabled", "until": None, "drill_id": None}
     assert await TargetSwitches(tmp_path / "targets.json").entries() == [
         {"target": A, "route": None, "reason": "outage", "by": "bo",
-         "since": clock.wall().isoformat()},
-        {"target": B, "route": "chat", "reason": "timeouts, still", "by": "cy", "since": first},
+         "since": clock.wall().isoformat(), **plain},
+        {"target": B, "route": "chat", "reason": "timeouts, still", "by": "cy", "since": first,
+         **plain},
     ]  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """Incidents & alerts: every incident with its timeline, impact and cost; one incident in
 detail (what failed, when the breaker opened and closed, where traffic went, what it cost);
+the fault drills of the period (failures made on purpose, listed apart from the incidents);
 the alert history, what was delivered to whom, and silences."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import streamlit as st
 from dashboard import charts, data
 from dashboard.definitions import define
 from dashboard.figures import incident_table, traffic_by_target
+from dashboard.readiness import drill_table
 from engine.alerts.silences import request_silence
 
 RANGES = {"24 h": timedelta(days=1), "7 d": timedelta(days=7), "35 d": timedelta(days=35)}
@@ -96,6 +98,20 @@ else:
                  "process_id"]],
             hide_index=True, width="stretch",
         )  # fmt: skip
+
+st.subheader("Drills")
+st.caption("A drill is not an incident: its target was made to fail on purpose "
+           "(`switchover drill`) to check that the backups take the traffic, and incident "
+           "detection leaves its fallbacks out. Its report is on the Readiness page.")  # fmt: skip
+drills = data.query("drills", since=since)
+if drills.empty:
+    st.caption("No drill in this period.")
+else:
+    shown = drill_table(drills, v.now)
+    st.dataframe(shown.assign(started_at=v.local(shown["started_at"])), hide_index=True,
+                 width="stretch",
+                 column_config={"verdict": st.column_config.TextColumn(
+                     help=define("drill verdict"))})  # fmt: skip
 
 st.subheader("Alerts")
 alerts = data.query("alerts", since=since)

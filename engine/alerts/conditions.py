@@ -77,7 +77,9 @@ def _usd(value: Decimal | float | None) -> str:
 
 _ROUTE_FIGURES = """
     SELECT route, sum(requests)::BIGINT AS requests,
-        sum(answered_by_fallback)::BIGINT AS by_fallback, sum(unavailable)::BIGINT AS unavailable,
+        -- a fault drill's fallbacks are an exercise, not a provider's trouble
+        (sum(answered_by_fallback) - coalesce(sum(drill_fallbacks), 0))::BIGINT AS by_fallback,
+        sum(unavailable)::BIGINT AS unavailable,
         sum(request_faults)::BIGINT AS request_faults,
         coalesce(sum(fallback_premium_usd), 0) + coalesce(sum(rewarm_usd), 0) AS premium,
         coalesce(sum(wasted_usd), 0) AS wasted
@@ -308,6 +310,39 @@ def _telemetry_lag(rule: Rule, ctx: Context) -> list[Observation]:
     return [Observation(rule, "spool", age, summary)]
 
 
+_EVALS = """
+WITH latest AS (SELECT route, arg_max(run_id, finished_at) AS run_id FROM eval_runs GROUP BY route)
+SELECT r.route, e.target, count(*)::BIGINT AS cases, count(*) FILTER (e.passed)::BIGINT,
+    any_value(r.min_pass_rate), any_value(r.finished_at), any_value(r.cases_file)
+FROM latest l
+JOIN eval_runs r ON r.run_id = l.run_id
+JOIN eval_results e ON e.run_id = r.run_id
+LEFT JOIN route_primaries p ON p.route = r.route
+WHERE (p.target IS NULL OR e.target <> p.target) {routes}
+GROUP BY r.route, e.target ORDER BY r.route, e.target
+"""
+
+
+def _eval_pass_rate(rule: Rule, ctx: Context) -> list[Observation]:
+    """Backups (every target but the route's primary) below the minimum in the latest eval."""
+    routes, params = _route_filter(rule)
+    query = _EVALS.format(routes=routes.replace("route IN", "r.route IN"))
+    fired = []
+    for route, target, cases, passed, minimum, finished, cases_file in ctx.con.execute(
+        query, params
+    ).fetchall():
+        floor = rule.threshold if rule.threshold > 0 else 100.0 * minimum
+        rate = 100.0 * passed / cases if cases else 0.0
+        if rate < floor:
+            summary = (
+                f"{route}: backup {target} passed {passed} of {cases} eval cases ({rate:.0f} %, "
+                f"minimum {floor:.0f} %) in the run of {finished:%Y-%m-%d %H:%M} UTC "
+                f"({cases_file}); a fallback to it would answer wrongly"
+            )
+            fired.append(Observation(rule, f"{route}: {target}", rate, summary))
+    return fired
+
+
 _KINDS: dict[str, Callable[[Rule, Context], list[Observation]]] = {
     "fallback_rate": _fallback_rate,
     "unavailable": _unavailable,
@@ -320,4 +355,5 @@ _KINDS: dict[str, Callable[[Rule, Context], list[Observation]]] = {
     "credential": _credential,
     "breaker_open": _breaker_open,
     "telemetry_lag": _telemetry_lag,
+    "eval_pass_rate": _eval_pass_rate,
 }

@@ -68,7 +68,8 @@ _PROVIDER_MINUTES = """
 """
 _ROUTE_MINUTES = """
     SELECT route, bucket, sum(requests - request_faults - abandoned)::BIGINT AS n,
-        sum(answered_by_fallback + unavailable + broken_streams)::BIGINT AS bad
+        sum(answered_by_fallback - coalesce(drill_fallbacks, 0) + unavailable
+            + broken_streams)::BIGINT AS bad
     FROM rollup_minute GROUP BY ALL
     HAVING bad > 0 AND bad >= $rate * n
     ORDER BY route, bucket

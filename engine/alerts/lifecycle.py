@@ -39,6 +39,9 @@ class Change:
 _ACTIVE = "SELECT alert_id, rule, subject, notified FROM alerts WHERE state = 'firing'"
 _SILENCED = """
     SELECT rule, subject FROM alert_silences WHERE starts_at <= $now AND ends_at > $now
+    UNION ALL  -- a fault drill holds every alert about its route and target while it runs
+    SELECT NULL, unnest([route, target]) FROM drills
+    WHERE started_at <= $now AND coalesce(ended_at, ends_at) + INTERVAL 2 MINUTE > $now
 """
 _INSERT = """
     INSERT INTO alerts VALUES ($alert_id, $rule, $kind, $severity, $subject, 'firing', $now,
@@ -70,7 +73,7 @@ def apply(
     silences = con.execute(_SILENCED, {"now": now}).fetchall()
 
     def silenced(rule: str, subject: str) -> bool:
-        return any(r == rule and (s is None or s == subject) for r, s in silences)
+        return any((r is None or r == rule) and (s is None or s == subject) for r, s in silences)
 
     changes: list[Change] = []
     con.execute("BEGIN TRANSACTION")

@@ -41,6 +41,7 @@ UNITS = {
     "latency_p99": "ms",  # request latency (first attempt to last byte), per route
     "request_faults": "%",  # requests refused as malformed ÷ requests, per route
     "telemetry_lag": "s",  # age of the oldest spool file the scheduler has not ingested
+    "eval_pass_rate": "%",  # a backup's pass rate in its route's latest eval (0: the run's min)
 }
 KINDS = tuple(UNITS)
 RECEIVER_KINDS = ("slack", "json")
@@ -115,6 +116,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          "usual rate: often a provider API change."),
     Rule("telemetry-lag", "telemetry_lag", "critical", 120, 0,
          description="Spool files waiting over 2 min: the telemetry pipeline is failing."),
+    Rule("eval-below-minimum", "eval_pass_rate", "warning", 0, 0,
+         description="A backup passes fewer of its route's eval cases than the route's minimum "
+         "(the latest `switchover eval` run): falling back to it trades unavailability for "
+         "wrong answers."),
 )  # fmt: skip
 
 

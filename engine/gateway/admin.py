@@ -4,6 +4,9 @@
                                    them now, and the operator switches in force
     POST /admin/targets/disable    {"target": "provider/model", "route"?: "...", "reason"?: "..."}
     POST /admin/targets/enable     {"target": "provider/model", "route"?: "..."}
+    GET  /admin/drills             the fault drills running
+    POST /admin/drills/start       {"route": "...", "target": "provider/model", "for_s": 300}
+    POST /admin/drills/end         {"drill_id": "..."}          (engine.drills)
 
 A switch is kept where every gateway process reads it (`Switchover.switches`: the data folder's
 control file, or Redis when configured), so a call to one worker turns the target off for all.
@@ -17,12 +20,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection
+from datetime import timedelta
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from engine.drills import DrillError, active_drills, end_drill, start_drill
 from engine.gateway.dialects.base import dumps
 from engine.gateway.httputil import key_accepted
 from engine.switchover import Switchover
@@ -41,6 +46,9 @@ def admin_routes(
         Route("/admin/targets", admin.targets, methods=["GET"]),
         Route("/admin/targets/disable", admin.disable, methods=["POST"]),
         Route("/admin/targets/enable", admin.enable, methods=["POST"]),
+        Route("/admin/drills", admin.drills, methods=["GET"]),
+        Route("/admin/drills/start", admin.start_drill, methods=["POST"]),
+        Route("/admin/drills/end", admin.end_drill, methods=["POST"]),
     ]
 
 
@@ -95,6 +103,55 @@ class _Admin:
         where = f"route {route}" if route else "every route"
         log.warning("target %s %s for %s", target, "enabled" if enable else "disabled", where)
         return _json({"switches": await switches.entries()})
+
+    async def drills(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        return _json({"drills": [d.as_json() for d in await active_drills(self.sw)]})
+
+    async def start_drill(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body, problem = await _body(request)
+        seconds = body.get("for_s")
+        if problem is None and (not isinstance(seconds, int | float) or isinstance(seconds, bool)):
+            problem = "give the drill's length in seconds as for_s"
+        if problem is not None:
+            return _error(400, problem)
+        by = request.client.host if request.client else ""
+        try:
+            drill = await start_drill(
+                self.sw,
+                str(body.get("route", "")),
+                str(body.get("target", "")),
+                timedelta(seconds=seconds),
+                by=str(body.get("by") or f"admin api ({by})"),
+                now=self.sw.clock.wall(),
+            )
+        except DrillError as exc:
+            return _error(404 if "unknown" in str(exc) else 409, str(exc))
+        log.warning("drill %s: %s fails on route %s until %s", drill.drill_id, drill.target,
+                    drill.route, drill.ends_at.isoformat())  # fmt: skip
+        return _json({"drill": drill.as_json()})
+
+    async def end_drill(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body, problem = await _body(request)
+        if problem is not None:
+            return _error(400, problem)
+        try:
+            drill = await end_drill(
+                self.sw, str(body.get("drill_id", "")), now=self.sw.clock.wall()
+            )
+        except DrillError as exc:
+            return _error(404, str(exc))
+        log.warning("drill %s ended: %s restored on route %s", drill.drill_id, drill.target,
+                    drill.route)  # fmt: skip
+        return _json({"drill": drill.as_json()})
 
     def _refused(self, request: Request) -> Response | None:
         if self.admin_keys:

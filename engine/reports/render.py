@@ -2,7 +2,8 @@
 embedded once: it opens offline), Markdown for a chat or a wiki, a CSV of every table, and a
 PDF printed by headless Chromium where the machine has one.
 
-All three formats come from `tables()`, so they cannot disagree.
+All three formats come from `tables()`, so they cannot disagree. A few tables share a section
+(SECTIONS: the drills and evals): one heading above them in Markdown and HTML, one CSV each.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import tempfile
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.express as px
@@ -22,6 +24,8 @@ from engine.money import format_usd
 from engine.reports.week import WeekReport
 
 Progress = Callable[[str], None]
+# Tables under a heading of their own (stem → the section's title); the others are sections.
+SECTIONS = {"drills": "Drills and evals", "evals": "Drills and evals"}
 
 
 def _shown_usd(value: Decimal | float) -> str:
@@ -38,6 +42,17 @@ def _raw_usd(value: Decimal | float) -> str:
 
 def _raw_share(value: float | None, digits: int = 0) -> float | None:
     return value
+
+
+def _missing(value: Any) -> bool:
+    return value is None or bool(pd.isna(value))
+
+
+def _small_usd(value: Any, raw: bool) -> str | None:
+    """A drill's or an eval run's money (cents): to the hundredth of a cent when shown."""
+    if _missing(value):
+        return None
+    return _raw_usd(value) if raw else format_usd(Decimal(str(value)), 4)
 
 
 def tables(report: WeekReport, *, raw: bool = False) -> dict[str, tuple[str, pd.DataFrame]]:
@@ -93,11 +108,63 @@ def tables(report: WeekReport, *, raw: bool = False) -> dict[str, tuple[str, pd.
           "extra cost": _usd(i.extra_cost_usd), "wasted": _usd(i.wasted_usd),
           "top error": i.top_error or ""}
          for i in incidents.itertuples()]))  # fmt: skip
+    found["drills"] = ("Drills started in the week", _drills(report, raw))
+    found["evals"] = ("Eval pass rates: each target's latest run of the week", _evals(report, raw))
     found["failures"] = ("Top failure classes per provider", report.failures)
     found["breaker_openings"] = ("Breaker openings", report.breaker_openings)
     found["alerts"] = ("Alerts fired", report.alerts)
     found["unpriced"] = ("Models without a known price", report.unpriced)
     return found
+
+
+def _drills(report: WeekReport, raw: bool) -> pd.DataFrame:
+    """One row a drill with its report's figures: display text or, with `raw`, the numbers;
+    empty (None) where the report has no such figure, or no report yet."""
+
+    def count(value: Any) -> int | None:
+        return None if _missing(value) else int(value)
+
+    def seconds(value: Any) -> float | str | None:
+        if _missing(value):
+            return None
+        return float(value) if raw else f"{float(value):.1f} s"
+
+    def restored(value: Any, reported: bool) -> bool | str | None:
+        """The report says true once the target served again, null until then."""
+        if _missing(value):
+            return "not seen" if reported and not raw else None
+        return bool(value) if raw else ("yes" if value else "no")
+
+    return pd.DataFrame(
+        [{"start (UTC)": f"{d.started_at:%a %Y-%m-%d %H:%M}", "route": d.route,
+          "target": d.target, "duration": _duration(d.started_at, d.ended_at, report.end),
+          "status": d.status, "verdict": None if _missing(d.verdict) else d.verdict,
+          "requests": count(d.requests), "served by backups": count(d.served_by_backups),
+          "failed": count(d.failed), "breaker opened after": seconds(d.breaker_opened_after_s),
+          "cost difference": _small_usd(d.cost_difference_usd, raw),
+          "restored": restored(d.restored, d.status == "reported"),
+          "restored after": seconds(d.restored_after_s),
+          "summary": None if _missing(d.summary) else d.summary}
+         for d in report.drills.itertuples()],
+        columns=["start (UTC)", "route", "target", "duration", "status", "verdict", "requests",
+                 "served by backups", "failed", "breaker opened after", "cost difference",
+                 "restored", "restored after", "summary"],
+    )  # fmt: skip
+
+
+def _evals(report: WeekReport, raw: bool) -> pd.DataFrame:
+    pct = _raw_share if raw else _shown_pct
+    return pd.DataFrame(
+        [{"route": e.route, "target": e.target, "run (UTC)": f"{e.started_at:%a %Y-%m-%d %H:%M}",
+          "cases file": e.cases_file, "cases": int(e.cases), "passed": int(e.passed),
+          "pass rate": pct(e.pass_rate, 1), "minimum": pct(e.min_pass_rate, 0),
+          "below minimum": bool(e.below_minimum) if raw else ("yes" if e.below_minimum else "no"),
+          "p50 latency (ms)": None if _missing(e.latency_p50_ms) else round(e.latency_p50_ms),
+          "cost": _small_usd(e.cost_usd, raw)}
+         for e in report.evals.itertuples()],
+        columns=["route", "target", "run (UTC)", "cases file", "cases", "passed", "pass rate",
+                 "minimum", "below minimum", "p50 latency (ms)", "cost"],
+    )  # fmt: skip
 
 
 def _duration(start: pd.Timestamp, end: pd.Timestamp | None, week_end: object) -> str:
@@ -111,10 +178,24 @@ def markdown(report: WeekReport) -> str:
     period = f"{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} (UTC)"
     lines = [f"# Reliability report {report.week}", "", period, "", "## What changed", ""]
     lines += [f"- {sentence}" for sentence in report.summary]
-    for title, frame in tables(report).values():
-        lines += ["", f"## {title}", ""]
+    for section, level, title, frame in _sectioned(report):
+        if section:
+            lines += ["", f"## {section}"]
+        lines += ["", f"{'#' * level} {title}", ""]
         lines.append(_md_table(frame) if len(frame) else "None.")
     return "\n".join(lines) + "\n"
+
+
+def _sectioned(report: WeekReport) -> list[tuple[str | None, int, str, pd.DataFrame]]:
+    """Each displayed table as (the section heading it opens or None, the level of its own
+    heading: 2, or 3 inside a section, its title, the frame)."""
+    out: list[tuple[str | None, int, str, pd.DataFrame]] = []
+    opened = None
+    for stem, (title, frame) in tables(report).items():
+        section = SECTIONS.get(stem)
+        out.append((section if section != opened else None, 3 if section else 2, title, frame))
+        opened = section
+    return out
 
 
 def _md_table(frame: pd.DataFrame) -> str:
@@ -154,8 +235,10 @@ def html(report: WeekReport) -> str:
     for i, figure in enumerate(charts(report)):
         parts.append(figure.to_html(full_html=False, include_plotlyjs=i == 0,
                                     config={"displayModeBar": False}))  # fmt: skip
-    for title, frame in tables(report).values():
-        parts.append(f"<h2>{html_escape.escape(title)}</h2>")
+    for section, level, title, frame in _sectioned(report):
+        if section:
+            parts.append(f"<h2>{html_escape.escape(section)}</h2>")
+        parts.append(f"<h{level}>{html_escape.escape(title)}</h{level}>")
         parts.append(
             frame.to_html(index=False, border=0, na_rep="") if len(frame) else "<p>None.</p>"
         )

@@ -4,7 +4,9 @@ the scheduler runs), with the same definitions as the dashboard (docs/metrics.md
 
 Every figure is a sum over the week's hourly rollups (which are sums of minutes, so they agree
 with the dashboard to the cent), the incidents that overlap the week, the breaker transitions
-and alerts that happened in it, and the daily failure classes the scheduler publishes.
+and alerts that happened in it, and the daily failure classes the scheduler publishes; plus the
+fault drills started in the week and the eval runs made in it (each target's latest pass rate),
+as the Readiness page shows them.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class WeekReport:
     alerts: pd.DataFrame  # rule, severity, fired
     unpriced: pd.DataFrame  # target, attempts
     daily: pd.DataFrame  # day, route, requests, answered, counted, cost_usd (for charts)
+    drills: pd.DataFrame  # those started in the week, oldest first, with their report's figures
+    evals: pd.DataFrame  # per route and target: its latest eval run of the week (eval_scores)
     summary: list[str] = field(default_factory=list)
 
     @property
@@ -111,6 +115,8 @@ def build_week(data: PublishedData, week: str, target: float = AVAILABILITY_TARG
     events = data.query("breaker_events", since=start, until=end)
     alerts = data.query("alerts", since=start)
     alerts = alerts[(alerts["fired_at"] >= start) & (alerts["fired_at"] < end)]
+    drills = data.query("drills", since=start, until=end)
+    drills = drills[drills["started_at"] >= start]  # one begun the week before belongs to it
     report = WeekReport(
         week=week,
         start=start,
@@ -131,6 +137,8 @@ def build_week(data: PublishedData, week: str, target: float = AVAILABILITY_TARG
         alerts=_alert_counts(alerts),
         unpriced=_unpriced(hours),
         daily=_daily(hours),
+        drills=drills.sort_values(["started_at", "drill_id"]).reset_index(drop=True),
+        evals=_latest_scores(data.query("eval_scores", since=start, until=end)),
     )
     report.summary = summarise(report, before)
     return report
@@ -231,6 +239,14 @@ def _daily(hours: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["day", "route"], as_index=False)[columns[2:]].sum()[columns]
 
 
+def _latest_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """Each route and target's row of its latest run, by route and target."""
+    if scores.empty:
+        return scores.reset_index(drop=True)
+    newest = scores.sort_values(["started_at", "run_id"]).groupby(["route", "target"]).tail(1)
+    return newest.sort_values(["route", "target"]).reset_index(drop=True)
+
+
 def summarise(report: WeekReport, before: pd.DataFrame) -> list[str]:
     """ "What changed", in sentences written from the numbers (no model involved)."""
     lines = []
@@ -272,9 +288,45 @@ def summarise(report: WeekReport, before: pd.DataFrame) -> list[str]:
     )
     if report.unavailable:
         lines.append(f"{report.unavailable:,} requests failed with every provider unavailable.")
+    lines += _readiness_lines(report)
     if len(report.unpriced):
         lines.append(
             "Models without a known price (not in the spend): "
             + ", ".join(report.unpriced["target"])
         )
     return lines
+
+
+def _readiness_lines(report: WeekReport) -> list[str]:
+    """What the week's drills and evals found: the drills that did not pass, the targets below
+    their route's minimum pass rate."""
+    lines = []
+    drills = report.drills
+    if len(drills):
+        verdicts = drills["verdict"].fillna("no report yet")
+        passed = int((verdicts == "passed").sum())
+        line = f"{len(drills)} drill(s), {passed} passed"
+        others = drills[verdicts != "passed"]
+        if len(others):
+            line += "; " + "; ".join(
+                f"{d.target} on {d.route} from {d.started_at:%a %H:%M} UTC: {_why(d)}"
+                for d in others.itertuples()
+            )
+        lines.append(line + ".")
+    below = report.evals[report.evals["below_minimum"]] if len(report.evals) else report.evals
+    for row in below.itertuples():
+        lines.append(
+            f"{row.target} passed {row.pass_rate:.0%} of {row.route}'s eval cases "
+            f"({row.passed}/{row.cases}), below the route's {row.min_pass_rate:.0%} minimum."
+        )
+    if len(report.evals) and not len(below):
+        lines.append("Every target evaluated met its route's minimum pass rate.")
+    return lines
+
+
+def _why(drill: object) -> str:
+    """A drill that did not pass, in a few words: its summary, else its verdict or status."""
+    for text in (getattr(drill, "summary", None), getattr(drill, "verdict", None)):
+        if isinstance(text, str) and text:
+            return text
+    return str(getattr(drill, "status", ""))

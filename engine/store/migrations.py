@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 import duckdb
 
 from engine.store.event_tables import EVENT_AND_ALERT_TABLES as EVENT_TABLES
+from engine.store.readiness_tables import READINESS_TABLES
 from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 
@@ -126,7 +127,8 @@ MIGRATIONS: tuple[Migration, ...] = (
 MIGRATIONS += (
     Migration(
         5,
-        "the prompt version and quality error of an attempt, quality errors in the rollups",
+        "the prompt version and quality error of an attempt; quality errors and the fallbacks a "
+        "fault drill caused in the rollups",
         # Nullable columns: spool files and PostgreSQL rows from before carry neither.
         """
         ALTER TABLE attempts ADD COLUMN prompt_version VARCHAR;
@@ -134,7 +136,20 @@ MIGRATIONS += (
         ALTER TABLE rollup_minute ADD COLUMN quality_errors BIGINT;
         ALTER TABLE rollup_hour ADD COLUMN quality_errors BIGINT;
         ALTER TABLE rollup_day ADD COLUMN quality_errors BIGINT;
+        ALTER TABLE rollup_minute ADD COLUMN drill_fallbacks BIGINT;
+        ALTER TABLE rollup_hour ADD COLUMN drill_fallbacks BIGINT;
+        ALTER TABLE rollup_day ADD COLUMN drill_fallbacks BIGINT;
         """,
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        6,
+        "fallback readiness: eval runs and results, fault drills",
+        ";\n".join(
+            f"CREATE TABLE {name} ({columns})" for name, columns in READINESS_TABLES.items()
+        ),
     ),
 )
 

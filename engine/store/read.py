@@ -34,6 +34,7 @@ from engine.records import DUCKDB_COLUMNS
 from engine.store.db import sql_string
 from engine.store.event_tables import EVENT_AND_ALERT_TABLES
 from engine.store.publish import RECENT_ATTEMPTS, Snapshot, read_manifest
+from engine.store.readiness_tables import READINESS_TABLES
 from engine.store.rollups import CURRENT_ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 
@@ -52,7 +53,7 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
             # the notification's body stays in the store: it may echo details nobody reads here
             if not line.strip().startswith("payload ")
         )
-        for table, columns in EVENT_AND_ALERT_TABLES.items()
+        for table, columns in {**EVENT_AND_ALERT_TABLES, **READINESS_TABLES}.items()
     },
 }
 
@@ -247,6 +248,72 @@ QUERIES: dict[str, Query] = {
         """,
         ("breaker_events",),
         {"since": REQUIRED, "until": None, "target": None},
+    ),
+    # Readiness (docs/metrics.md, Readiness): runs started in [since, until), newest first.
+    "eval_runs": Query(
+        """
+        SELECT * FROM eval_runs
+        WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+          AND ($route IS NULL OR route = $route)
+        ORDER BY started_at DESC, run_id
+        """,
+        ("eval_runs",),
+        {"since": None, "until": None, "route": None},
+    ),
+    # One row a run and target: its pass rate (cases passed ÷ cases run) and what the run cost.
+    "eval_scores": Query(
+        """
+        SELECT *, pass_rate < min_pass_rate AS below_minimum FROM (
+            SELECT u.run_id, u.route, u.cases_file, u.started_at, u.finished_at,
+                u.min_pass_rate, x.target, count(*) AS cases,
+                count(*) FILTER (x.passed) AS passed,
+                count(*) FILTER (x.passed) / count(*) AS pass_rate,
+                count(*) FILTER (x.error IS NOT NULL) AS errors,
+                quantile_cont(x.latency_ms, 0.5) AS latency_p50_ms,
+                sum(x.cost_usd)::DECIMAL(18,9) AS cost_usd
+            FROM eval_runs u JOIN eval_results x ON x.run_id = u.run_id
+            WHERE ($since IS NULL OR u.started_at >= $since)
+              AND ($until IS NULL OR u.started_at < $until)
+              AND ($route IS NULL OR u.route = $route)
+            GROUP BY ALL
+        )
+        ORDER BY started_at DESC, run_id, target
+        """,
+        ("eval_runs", "eval_results"),
+        {"since": None, "until": None, "route": None},
+    ),
+    "eval_results": Query(
+        """
+        SELECT * FROM eval_results
+        WHERE ($run_id IS NULL OR run_id = $run_id) AND ($passed IS NULL OR passed = $passed)
+        ORDER BY run_id, target, case_name
+        """,
+        ("eval_results",),
+        {"run_id": None, "passed": None},
+    ),
+    # Drills that were on at some time since `since` (all of them without it), newest first,
+    # with the figures of their report (JSON, written once the drill ended) as columns.
+    "drills": Query(
+        """
+        SELECT * EXCLUDE (r),
+            r->>'verdict' AS verdict, r->>'summary' AS summary,
+            (r->>'requests')::BIGINT AS requests,
+            (r->>'served_by_backups')::BIGINT AS served_by_backups,
+            (r->>'failed')::BIGINT AS failed, (r->>'drill_faults')::BIGINT AS drill_faults,
+            (r->>'breaker_opened_after_s')::DOUBLE AS breaker_opened_after_s,
+            (r->>'cost_usd')::DECIMAL(18,9) AS cost_usd,
+            (r->>'primary_estimate_usd')::DECIMAL(18,9) AS primary_estimate_usd,
+            (r->>'cost_difference_usd')::DECIMAL(18,9) AS cost_difference_usd,
+            (r->>'restored')::BOOLEAN AS restored,
+            (r->>'restored_after_s')::DOUBLE AS restored_after_s
+        FROM (SELECT *, CASE WHEN json_valid(report) THEN report END AS r FROM drills)
+        WHERE ($since IS NULL OR ended_at IS NULL OR ended_at >= $since)
+          AND ($until IS NULL OR started_at < $until)
+          AND ($route IS NULL OR route = $route)
+        ORDER BY started_at DESC, drill_id
+        """,
+        ("drills",),
+        {"since": None, "until": None, "route": None},
     ),
 }
 

@@ -78,7 +78,8 @@ req AS (  -- one row a request, at the attempt that decided it
         bool_or(served AND outcome = 'success' AND fallback_depth > 0) AS by_fallback,
         bool_or(decision = 'fail_fast') AS request_fault,
         bool_or(served AND outcome = 'error') AS broken,
-        bool_or(outcome = 'cancelled') AS abandoned
+        bool_or(outcome = 'cancelled') AS abandoned,
+        min(started_at) AS first_at
     FROM win
     GROUP BY request_id
 ),
@@ -87,6 +88,10 @@ req_rollup AS (
         count(*) AS requests,
         count(*) FILTER (answered) AS answered,
         count(*) FILTER (by_fallback) AS answered_by_fallback,
+        -- sent to a backup while a fault drill held its route's target down (engine.drills)
+        count(*) FILTER (by_fallback AND EXISTS (
+            SELECT 1 FROM drills d WHERE d.route = req.route AND req.first_at >= d.started_at
+                AND req.first_at < coalesce(d.ended_at, d.ends_at))) AS drill_fallbacks,
         count(*) FILTER (request_fault) AS request_faults,
         count(*) FILTER (broken AND NOT answered) AS broken_streams,
         count(*) FILTER (abandoned AND NOT answered AND NOT broken) AS abandoned,
@@ -163,6 +168,7 @@ att_rollup AS (
 SELECT bucket, route, provider, model, target, feat AS feature,
     sum(requests)::BIGINT AS requests, sum(answered)::BIGINT AS answered,
     sum(answered_by_fallback)::BIGINT AS answered_by_fallback,
+    sum(drill_fallbacks)::BIGINT AS drill_fallbacks,
     sum(request_faults)::BIGINT AS request_faults, sum(unavailable)::BIGINT AS unavailable,
     sum(broken_streams)::BIGINT AS broken_streams, sum(abandoned)::BIGINT AS abandoned,
     sum(attempts)::BIGINT AS attempts, sum(failed_attempts)::BIGINT AS failed_attempts,
@@ -188,7 +194,7 @@ GROUP BY ALL
 
 
 # The rollup tables' columns (migration 2 creates the three tables from this, and the two
-# helper tables below; migration 5 adds quality_errors).
+# helper tables below; migration 5 adds quality_errors and drill_fallbacks).
 ROLLUP_COLUMNS = """
     bucket TIMESTAMPTZ NOT NULL, route VARCHAR NOT NULL, provider VARCHAR NOT NULL,
     model VARCHAR NOT NULL, target VARCHAR NOT NULL, feature VARCHAR NOT NULL,
@@ -202,8 +208,10 @@ ROLLUP_COLUMNS = """
     cost_usd DECIMAL(18,9), unpriced_attempts BIGINT, wasted_usd DECIMAL(18,9),
     fallback_premium_usd DECIMAL(18,9), cache_loss_usd DECIMAL(18,9), rewarm_usd DECIMAL(18,9)
 """
-# The tables as they are now: migration 5 added quality_errors.
-CURRENT_ROLLUP_COLUMNS = ROLLUP_COLUMNS.rstrip() + ", quality_errors BIGINT\n"
+# The tables as they are now: migration 5 added quality_errors and drill_fallbacks.
+CURRENT_ROLLUP_COLUMNS = (
+    ROLLUP_COLUMNS.rstrip() + ", quality_errors BIGINT, drill_fallbacks BIGINT\n"
+)
 HELPER_TABLES = """
 CREATE TABLE route_primaries (route VARCHAR PRIMARY KEY, target VARCHAR, provider_kind VARCHAR,
     model VARCHAR, last_seen TIMESTAMPTZ);
@@ -250,6 +258,7 @@ _ADDITIVE = (
     *("requests", "answered", "answered_by_fallback", "request_faults", "unavailable"),
     *("broken_streams", "abandoned", "attempts", "failed_attempts", "request_fault_attempts"),
     *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults", "quality_errors"),
+    "drill_fallbacks",
     *("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
     *("cost_usd", "unpriced_attempts", "wasted_usd", "fallback_premium_usd", "cache_loss_usd"),
     "rewarm_usd",

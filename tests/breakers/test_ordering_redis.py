@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 
 from engine.clock import VirtualClock
 from engine.health_scores import RedisHealthScores
-from engine.ordering import RedisTargetSwitches
+from engine.switches import RedisTargetSwitches
 from engine.types import Attempt
 
 from .conftest import RedisServer, free_port, redis_binary
@@ -180,7 +180,16 @@ async def test_switches_are_shared_by_every_process(redis_url, switches):
     await worker.enable(A)
     assert await admin.disabled("batch") == frozenset()
     assert await admin.entries() == [
-        {"target": B, "route": "chat", "reason": "", "by": "", "since": clock.wall().isoformat()}
+        {
+            "target": B,
+            "route": "chat",
+            "reason": "",
+            "by": "",
+            "since": clock.wall().isoformat(),
+            "kind": "disabled",
+            "until": None,
+            "drill_id": None,
+        }
     ]
 
 

@@ -3,11 +3,13 @@ until it is turned back on, and only an admin may do it."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
-from engine.ordering import TargetSwitches
 from engine.paths import DataPaths
+from engine.switches import TargetSwitches
 
 from .conftest import GATEWAY_KEY, user
 
@@ -106,3 +108,46 @@ def test_a_body_that_is_not_json_is_a_400(gw):
     reply = httpx.post(gw.url + "/admin/targets/disable", content=b"{nope",
                        headers={"authorization": f"Bearer {ADMIN}"})  # fmt: skip
     assert reply.status_code == 400 and "not JSON" in reply.json()["error"]["message"]
+
+
+def test_a_drill_fails_its_target_on_its_route_until_it_is_ended(gw, tmp_path):
+    body = {"route": "support", "target": "claude/claude-sonnet-4-5", "for_s": 600}
+    reply = admin(gw, "/admin/drills/start", body)
+    assert reply.status_code == 200, reply.text
+    drill = reply.json()["drill"]
+    served = ask(gw)
+    assert served.status_code == 200 and served.headers["x-switchover-provider"] == "gpt"
+    drilled = [a for a in gw.attempts if a.fault_kind == "drill"]
+    assert [(a.target, a.error_class, a.decision) for a in drilled] == [
+        ("claude/claude-sonnet-4-5", "drill_invalid_key", "fall_back_now")
+    ]
+    assert admin(gw, "/admin/drills").json()["drills"][0]["drill_id"] == drill["drill_id"]
+    record = json.loads((tmp_path / "control" / "drills" / f"{drill['drill_id']}.json").read_text())
+    assert record["ended_at"] is None and record["route"] == "support"
+
+    ended = admin(gw, "/admin/drills/end", {"drill_id": drill["drill_id"]})
+    assert ended.status_code == 200 and ended.json()["drill"]["ended_at"] is not None
+    assert ask(gw).headers["x-switchover-provider"] == "claude"  # restored at once
+    assert admin(gw, "/admin/drills").json()["drills"] == []
+    assert admin(gw, "/admin/drills/end", {"drill_id": drill["drill_id"]}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"route": "support", "target": "claude/claude-sonnet-4-5"}, 400, "for_s"),
+        ({"route": "billing", "target": "gpt/gpt-4.1-mini", "for_s": 60}, 404, "unknown route"),
+        ({"route": "support", "target": "gpt/gpt-5", "for_s": 60}, 404, "unknown target"),
+        ({"route": "support", "target": "gpt/gpt-4.1-mini", "for_s": 99999}, 409, "at most"),
+    ],
+)
+def test_a_drill_that_cannot_run_is_refused_with_the_reason(gw, body, status, words):
+    reply = admin(gw, "/admin/drills/start", body)
+    assert reply.status_code == status and words in reply.json()["error"]["message"]
+    assert admin(gw, "/admin/drills").json()["drills"] == []
+
+
+def test_a_drill_needs_an_admin_key(gw):
+    body = {"route": "support", "target": "claude/claude-sonnet-4-5", "for_s": 60}
+    assert admin(gw, "/admin/drills/start", body, key=GATEWAY_KEY).status_code == 401
+    assert ask(gw).headers["x-switchover-provider"] == "claude"

@@ -3,8 +3,9 @@ headless Chromium with its charts drawn, and the scheduler's Monday job."""
 
 from __future__ import annotations
 
+import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -21,14 +22,34 @@ from engine.scheduler import weekly_report
 from engine.store.read import PublishedData
 
 WEEK = "2026-W47"
+DRILL_AT = datetime(2026, 11, 17, 14, 20, tzinfo=UTC)  # Tuesday, during the traffic below
+DRILL = {
+    "requests": 30, "served_by": {"gpt/gpt-4.1-mini": 29}, "served_by_backups": 29, "failed": 1,
+    "drill_faults": 5, "breaker_opened_after_s": None, "cost_usd": "0.0100",
+    "primary_estimate_usd": "0.0125", "cost_difference_usd": "-0.0025", "restored": None,
+    "restored_after_s": None, "verdict": "failed", "summary": "the target never recovered",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory):
-    """40 minutes of traffic on Tuesday of week 47, the primary down for 10 of them."""
+    """40 minutes of traffic on Tuesday of week 47, the primary down for 10 of them; a drill
+    and an eval run in the middle."""
     world = World(tmp_path_factory.mktemp("week"), config([], rules=None),
                   start=datetime(2026, 11, 17, 14, 0, tzinfo=UTC), per_minute=6)  # fmt: skip
     try:
+        con = world.pipeline.con
+        con.execute(
+            "INSERT INTO drills VALUES ('d1', 'support', 'claude/claude-sonnet-4-5', $at, $end, "
+            "$end, 'ops', 'reported', $report)",
+            {"at": DRILL_AT, "end": DRILL_AT + timedelta(minutes=5), "report": json.dumps(DRILL)},
+        )
+        con.execute(
+            "INSERT INTO eval_runs VALUES ('e1', 'support', 'cases.toml', $at, $at, 1, 0.8)",
+            {"at": DRILL_AT},
+        )
+        con.execute("INSERT INTO eval_results VALUES ('e1', 'support', 'gpt/gpt-4.1-mini', "
+                    "'refund', true, NULL, 500, 0.0004, 400, 80, NULL)")  # fmt: skip
         world.minutes(15)
         world.primary_fails("overloaded", minutes=10)
         world.minutes(25)
@@ -49,7 +70,8 @@ def test_switchover_report_writes_every_format_for_the_week(paths, tmp_path):
     assert "| support |" in markdown
     csvs = {p.stem for p in (folder / "csv").glob("*.csv")}
     assert {"availability", "money", "cost_by_route", "cost_by_provider", "cost_by_model",
-            "incidents", "failures", "breaker_openings", "alerts", "summary"} <= csvs  # fmt: skip
+            "incidents", "drills", "evals", "failures", "breaker_openings", "alerts",
+            "summary"} <= csvs  # fmt: skip
     availability = pd.read_csv(folder / "csv" / "availability.csv")
     assert availability["availability"].dtype == float, "numbers, not display text, in the CSV"
     assert str(availability["cost"].iloc[0]).replace(".", "").isdigit()
@@ -57,6 +79,36 @@ def test_switchover_report_writes_every_format_for_the_week(paths, tmp_path):
     assert len(incidents) == 1 and incidents["what"].iloc[0] == "provider claude"
     if Path(CHROMIUM).exists():
         assert (folder / f"reliability-{WEEK}.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_the_drills_and_evals_section_is_in_every_format(paths, tmp_path):
+    result = CliRunner().invoke(app, ["report", "--week", WEEK, "--data-dir", str(paths.root),
+                                      "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / WEEK
+    markdown = (folder / f"reliability-{WEEK}.md").read_text()
+    assert "## Drills and evals\n\n### Drills started in the week" in markdown
+    drill = (
+        "| Tue 2026-11-17 14:20 | support | claude/claude-sonnet-4-5 | 5 min | reported "
+        "| failed | 30 | 29 | 1 |  | -$0.0025 | not seen |  | the target never recovered |"
+    )
+    run = "| support | gpt/gpt-4.1-mini | Tue 2026-11-17 14:20 | cases.toml | 1 | 1 | 100.0% |"
+    assert drill in markdown and run in markdown
+    page = (folder / f"reliability-{WEEK}.html").read_text()
+    assert "<h2>Drills and evals</h2>" in page and "the target never recovered" in page
+    drills = pd.read_csv(folder / "csv" / "drills.csv")
+    [drill] = drills.to_dict("records")
+    assert (drill["served by backups"], drill["failed"]) == (29, 1)
+    assert drill["cost difference"] == -0.0025
+    assert pd.isna(drill["restored"]), "not seen yet: empty, not false"
+    evals = pd.read_csv(folder / "csv" / "evals.csv")
+    assert evals[["pass rate", "below minimum"]].to_dict("records") == [
+        {"pass rate": 1.0, "below minimum": False}
+    ]
+    assert (
+        "1 drill(s), 0 passed; claude/claude-sonnet-4-5 on support from Tue 14:20 UTC: "
+        "the target never recovered." in markdown
+    )
 
 
 def test_a_week_that_is_not_an_iso_week_is_refused(paths):

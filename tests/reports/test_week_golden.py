@@ -5,10 +5,13 @@ event tables, with the definitions of docs/metrics.md."""
 
 from __future__ import annotations
 
+import json
+import statistics
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -17,6 +20,7 @@ from alerts.harness import PRIMARY, World, config
 
 from engine.paths import DataPaths
 from engine.pricing import Pricer
+from engine.reports import render
 from engine.reports.week import AVAILABILITY_TARGET, CostLine, RouteWeek, WeekReport, build_week
 from engine.store.db import open_store
 from engine.store.publish import publish
@@ -32,6 +36,43 @@ NANO = Decimal("1e-9")  # the scale of every DECIMAL(18,9) money column
 # The premium and cache loss multiply by the DOUBLE hit ratio and are rounded to nine decimals
 # once a minute row: a few nano-dollars apart from exact arithmetic over the week (~2e-9 here).
 ROUNDING = Decimal("1e-8")
+GPT = f"gpt/{BACKUP}"
+
+# Eval runs and drills, written straight into the store: one of each in the week before (the
+# drill begun there ends after midnight, in this week) and one of each in this week.
+# run_id, started_at, cases, min_pass_rate
+EVAL_RUNS = [
+    ("w46", datetime(2026, 11, 15, 23, 40, tzinfo=UTC), 2, 0.9),
+    ("w47", datetime(2026, 11, 16, 0, 10, tzinfo=UTC), 3, 0.9),
+]
+# run_id, target, case, passed, reason, latency_ms, cost_usd
+EVAL_RESULTS = [
+    ("w46", PRIMARY_TARGET, "refund", True, None, 900.0, "0.0020"),
+    ("w46", PRIMARY_TARGET, "order", True, None, 950.0, "0.0020"),
+    ("w46", GPT, "refund", False, "contains: no 'refund'", 400.0, "0.0003"),
+    ("w46", GPT, "order", False, "contains: no 'order'", 420.0, "0.0003"),
+    ("w47", PRIMARY_TARGET, "refund", True, None, 1000.0, "0.0021"),
+    ("w47", PRIMARY_TARGET, "order", True, None, 1200.0, "0.0023"),
+    ("w47", PRIMARY_TARGET, "json", True, None, 1100.0, "0.0022"),
+    ("w47", GPT, "refund", True, None, 500.0, "0.0004"),
+    ("w47", GPT, "order", True, None, 550.0, "0.0004"),
+    ("w47", GPT, "json", False, "output_schema: 'order_id' is a required property", 650.0,
+     "0.0005"),
+]  # fmt: skip
+DRILL_REPORT = {
+    "requests": 25, "served_by": {GPT: 24, PRIMARY_TARGET: 0}, "served_by_backups": 24,
+    "failed": 1, "drill_faults": 6, "breaker_opened_after_s": 0.4, "cost_usd": "0.0123",
+    "primary_estimate_usd": "0.0101", "cost_difference_usd": "0.0022", "restored": True,
+    "restored_after_s": 1.2, "verdict": "passed",
+    "summary": f"24 of 25 requests served by {GPT}; 1 failed before the breaker opened",
+}  # fmt: skip
+# drill_id, started_at, ended_at, report
+DRILLS = [
+    ("w46", datetime(2026, 11, 15, 23, 57, tzinfo=UTC), datetime(2026, 11, 16, 0, 2, tzinfo=UTC),
+     {**DRILL_REPORT, "verdict": "failed", "summary": "the breaker never opened"}),
+    ("w47", datetime(2026, 11, 16, 0, 12, tzinfo=UTC), datetime(2026, 11, 16, 0, 17, tzinfo=UTC),
+     DRILL_REPORT),
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -64,6 +105,7 @@ def week(tmp_path_factory) -> FixtureWeek:
     world = World(tmp_path_factory.mktemp("week"), config([], rules=None),
                   start=datetime(2026, 11, 15, 23, 30, tzinfo=UTC), per_minute=5)  # fmt: skip
     try:
+        _readiness_rows(world.pipeline.con)  # published by the cycles that follow
         world.minutes(8)
         world.primary_fails("overloaded", minutes=3)
         world.minutes(21)
@@ -99,6 +141,27 @@ def week(tmp_path_factory) -> FixtureWeek:
         )
     finally:
         world.close()
+
+
+def _readiness_rows(con: duckdb.DuckDBPyConnection) -> None:
+    for run_id, started_at, cases, minimum in EVAL_RUNS:
+        _insert(con, "eval_runs", run_id=run_id, route="support", cases_file="cases.toml",
+                started_at=started_at, finished_at=started_at + timedelta(minutes=2),
+                cases=cases, min_pass_rate=minimum)  # fmt: skip
+    for run_id, target, case, passed, reason, latency, cost in EVAL_RESULTS:
+        _insert(con, "eval_results", run_id=run_id, route="support", target=target,
+                case_name=case, passed=passed, reason=reason, latency_ms=latency, cost_usd=cost,
+                input_tokens=400, output_tokens=80, error=None)  # fmt: skip
+    for drill_id, started_at, ended_at, report in DRILLS:
+        _insert(con, "drills", drill_id=drill_id, route="support", target=PRIMARY_TARGET,
+                started_at=started_at, ends_at=ended_at, ended_at=ended_at,
+                requested_by="ops@example.com", status="reported",
+                report=json.dumps(report))  # fmt: skip
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, **row: Any) -> None:
+    names, values = ", ".join(row), ", ".join(f"${k}" for k in row)
+    con.execute(f"INSERT INTO {table} ({names}) VALUES ({values})", row)
 
 
 # --- the hand computation ------------------------------------------------------------------
@@ -433,3 +496,90 @@ def test_the_summary_mentions_the_weeks_spend_and_its_largest_incident(week):
         f"{largest['started_at']:%a %H:%M} UTC, affected {largest['requests_affected']:,} "
         "requests"
     ) in text
+
+
+# --- drills and evals -----------------------------------------------------------------------
+
+
+def test_the_drills_are_those_started_in_the_week_with_their_reports_figures(week):
+    """The drill begun on Sunday 23:57 ended in this week, but belongs to the week before."""
+    drills = week.report.drills
+    assert drills["drill_id"].tolist() == ["w47"]
+    [drill] = drills.itertuples()
+    assert (drill.started_at, drill.ended_at) == (DRILLS[1][1], DRILLS[1][2])
+    assert (drill.verdict, drill.summary) == ("passed", DRILL_REPORT["summary"])
+    assert (drill.requests, drill.served_by_backups, drill.failed) == (25, 24, 1)
+    assert drill.breaker_opened_after_s == 0.4
+    assert (drill.restored, drill.restored_after_s) == (True, 1.2)
+    assert _money(drill.cost_difference_usd) == Decimal("0.0022")
+    assert _money(drill.cost_usd) - _money(drill.primary_estimate_usd) == Decimal("0.0022")
+
+
+def test_each_target_has_the_pass_rate_of_its_latest_eval_run_in_the_week(week):
+    expected = []
+    for target in (PRIMARY_TARGET, GPT):  # sorted by target
+        cases = [r for r in EVAL_RESULTS if r[0] == "w47" and r[1] == target]
+        passed = sum(1 for r in cases if r[3])
+        expected.append(
+            ("w47", "support", target, len(cases), passed, passed / len(cases),
+             passed / len(cases) < 0.9, statistics.median(r[5] for r in cases),
+             sum(Decimal(r[6]) for r in cases))
+        )  # fmt: skip
+    got = [
+        (e.run_id, e.route, e.target, e.cases, e.passed, e.pass_rate, e.below_minimum,
+         e.latency_p50_ms, _money(e.cost_usd))
+        for e in week.report.evals.itertuples()
+    ]  # fmt: skip
+    assert got == expected
+    assert [row[4:7] for row in got] == [(3, 1.0, False), (2, 2 / 3, True)]
+    assert [row[8] for row in got] == [Decimal("0.0066"), Decimal("0.0013")]
+
+
+def test_the_drills_and_evals_tables_show_and_export_the_exact_figures(week):
+    shown, raw = render.tables(week.report), render.tables(week.report, raw=True)
+    assert shown["drills"][1].to_dict("records") == [{
+        "start (UTC)": "Mon 2026-11-16 00:12", "route": "support", "target": PRIMARY_TARGET,
+        "duration": "5 min", "status": "reported", "verdict": "passed", "requests": 25,
+        "served by backups": 24, "failed": 1, "breaker opened after": "0.4 s",
+        "cost difference": "$0.0022", "restored": "yes", "restored after": "1.2 s",
+        "summary": DRILL_REPORT["summary"],
+    }]  # fmt: skip
+    [drill] = raw["drills"][1].to_dict("records")
+    assert (drill["breaker opened after"], drill["cost difference"], drill["restored"],
+            drill["restored after"]) == (0.4, "0.002200000", True, 1.2)  # fmt: skip
+    assert shown["evals"][1].to_dict("records") == [
+        {"route": "support", "target": PRIMARY_TARGET, "run (UTC)": "Mon 2026-11-16 00:10",
+         "cases file": "cases.toml", "cases": 3, "passed": 3, "pass rate": "100.0%",
+         "minimum": "90%", "below minimum": "no", "p50 latency (ms)": 1100, "cost": "$0.0066"},
+        {"route": "support", "target": GPT, "run (UTC)": "Mon 2026-11-16 00:10",
+         "cases file": "cases.toml", "cases": 3, "passed": 2, "pass rate": "66.7%",
+         "minimum": "90%", "below minimum": "yes", "p50 latency (ms)": 550, "cost": "$0.0013"},
+    ]  # fmt: skip
+    gpt = raw["evals"][1].set_index("target").loc[GPT]
+    assert (gpt["pass rate"], gpt["below minimum"], gpt["cost"]) == (2 / 3, True, "0.001300000")
+
+
+def test_the_summary_names_the_drills_and_the_target_below_its_minimum(week):
+    summary = week.report.summary
+    assert "1 drill(s), 1 passed." in summary
+    assert (
+        f"{GPT} passed 67% of support's eval cases (2/3), below the route's 90% minimum." in summary
+    )
+
+
+def test_markdown_and_html_put_drills_and_evals_under_one_heading(week):
+    text = render.markdown(week.report)
+    assert text.count("## Drills and evals") == 1
+    section = text.split("## Drills and evals", 1)[1]
+    assert (
+        section.index("### Drills started in the week")
+        < section.index("### Eval pass rates")
+        < section.index("\n## ")
+    )
+    assert (
+        f"| Mon 2026-11-16 00:12 | support | {PRIMARY_TARGET} | 5 min | reported | passed | 25 "
+        "| 24 | 1 | 0.4 s | $0.0022 | yes | 1.2 s |"
+    ) in section
+    page = render.html(week.report)
+    assert page.count("<h2>Drills and evals</h2>") == 1
+    assert "<h3>Drills started in the week</h3>" in page

@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from engine.records import DUCKDB_COLUMNS, to_row, to_table
+from engine.store.readiness_tables import READINESS_TABLES
 from engine.store.rollups import CURRENT_ROLLUP_COLUMNS, HELPER_TABLES, TABLES, refresh
 from engine.types import Attempt
 
@@ -105,6 +106,7 @@ def con():
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table} ({CURRENT_ROLLUP_COLUMNS})")
     con.execute(HELPER_TABLES)
+    con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']})")
     con.register("fixture", to_table([to_row(a, price(a), "test") for a in ATTEMPTS]))
     con.execute("INSERT INTO attempts SELECT * FROM fixture")
     refresh(con, "minute", T0 - timedelta(hours=1), T0 + 3 * 60 * S, _lookup)

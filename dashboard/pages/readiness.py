@@ -1,0 +1,139 @@
+"""Readiness: is every backup ready to take the traffic? Per route, the latest eval run (each
+target's pass rate against the route's minimum, the cases that failed, the runs before it),
+the latest fault drill and what it found, and how often each target's answers broke their
+contract over the window. Evals and drills are recorded by `switchover eval` and
+`switchover drill`; this page only reads their published snapshots."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, data, readiness
+from dashboard.definitions import define
+
+st.title("Readiness")
+st.caption(
+    "Is every backup ready to take the traffic? An eval runs your cases through each target "
+    "of a route, in isolation; a drill makes one target fail on purpose and watches the "
+    "backups take over."
+)
+v = data.view()
+if not data.manifest():
+    data.empty_state()
+    st.stop()
+
+runs = data.query("eval_runs")
+drills = data.query("drills")
+primaries = data.query("route_primaries")
+names = readiness.routes(runs, drills, primaries)
+if not names:
+    st.info("No route has traffic, an eval or a drill yet. Run "
+            "`switchover eval cases.toml --route support` (docs/evals.md).",
+            icon=":material/fact_check:")  # fmt: skip
+    st.stop()
+route = st.selectbox("Route", names, key="readiness_route")
+primary = readiness.primary_of(primaries, route)
+
+st.subheader("Evals")
+scores = data.query("eval_scores", route=route)
+if scores.empty:
+    st.info(
+        f"No eval run for {route} yet. Run `switchover eval cases.toml --route {route}` "
+        "(docs/evals.md): every case goes through each target of the route, and each target's "
+        "pass rate is compared with the route's minimum.",
+        icon=":material/fact_check:",
+    )
+else:
+    run = readiness.latest_run(scores)
+    latest = run.iloc[0]
+    st.caption(
+        f"Latest run {v.stamp(latest.started_at)} · `{latest.cases_file}` · "
+        f"{int(run['cases'].max())} cases · minimum pass rate {latest.min_pass_rate:.0%}"
+    )
+    for sentence in readiness.below_minimum(run, primary):
+        st.warning(sentence, icon=":material/report:")
+    st.dataframe(
+        readiness.target_table(run, primary), hide_index=True, width="stretch",
+        column_config={
+            "pass_rate": st.column_config.ProgressColumn("pass rate", format="percent",
+                                                         help=define("pass rate")),
+            "passed": st.column_config.TextColumn("passed / cases"),
+            "latency_p50_ms": st.column_config.NumberColumn("p50 latency (ms)", format="%.0f"),
+            "cost_usd": st.column_config.NumberColumn("cost of the run", format="$%.4f",
+                                                      help=define("cost of an eval run")),
+            "minimum": st.column_config.TextColumn("minimum pass rate",
+                                                   help=define("minimum pass rate")),
+        },
+    )  # fmt: skip
+    failed = readiness.failed_cases(data.query("eval_results", run_id=latest.run_id))
+    with st.expander(f"Failed cases of the latest run ({len(failed)})", expanded=False):
+        if failed.empty:
+            st.caption("Every case passed on every target.")
+        else:
+            st.dataframe(failed, hide_index=True, width="stretch")
+    past = readiness.history(scores)
+    left, right = st.columns(2)
+    left.plotly_chart(charts.pass_rates(run, latest.min_pass_rate), width="stretch")
+    if len(past):
+        right.plotly_chart(
+            charts.pass_rate_history(past.assign(started_at=v.local(past["started_at"])),
+                                     latest.min_pass_rate),
+            width="stretch",
+        )  # fmt: skip
+
+st.subheader("Drills")
+mine = drills[drills["route"] == route]
+example = primary or (scores["target"].iloc[0] if len(scores) else "provider/model")
+if mine.empty:
+    st.info(
+        f"No drill on {route} yet. Run a drill: `switchover drill --route {route} --target "
+        f"{example} --for 5m` makes that target fail as if its key were invalid, and the "
+        "report shows whether the backups took the traffic.",
+        icon=":material/crisis_alert:",
+    )
+for waiting in readiness.not_reported(mine).itertuples():
+    until = f"until {v.stamp(waiting.ends_at)}" if waiting.status == "running" else "ended"
+    st.info(f"A drill on **{waiting.target}** is {waiting.status} ({until}, requested by "
+            f"{waiting.requested_by}): its report comes once its attempts are in.",
+            icon=":material/timer:")  # fmt: skip
+drill = readiness.latest_report(mine)
+if drill is not None:
+    took = readiness.duration_text((drill.ended_at - drill.started_at).total_seconds())
+    st.markdown(
+        f"Latest drill report: **{drill.target}** made to fail from "
+        f"{v.stamp(drill.started_at)} for {took}, requested by {drill.requested_by}."
+    )
+    cells = st.columns(6)
+    served = readiness.count_text(drill.served_by_backups)
+    cells[0].metric("Verdict", str(drill.verdict), help=define("drill verdict"))
+    cells[1].metric("Served by backups", f"{served} of {readiness.count_text(drill.requests)}",
+                    help=define("served by backups"))  # fmt: skip
+    cells[2].metric("Failed requests", readiness.count_text(drill.failed),
+                    help=define("failed in the drill"))  # fmt: skip
+    cells[3].metric("Breaker opened after", readiness.seconds_text(drill.breaker_opened_after_s),
+                    help=define("breaker opened after"))  # fmt: skip
+    cells[4].metric("Cost difference", readiness.usd_text(drill.cost_difference_usd),
+                    help=define("cost difference"))  # fmt: skip
+    restored, after = readiness.restored_text(drill.restored, drill.restored_after_s)
+    cells[5].metric("Restored", restored, after, delta_color="off", delta_arrow="off",
+                    help=define("restored"))  # fmt: skip
+    if isinstance(drill.summary, str) and drill.summary:
+        {"passed": st.success, "failed": st.error}.get(drill.verdict, st.info)(drill.summary)
+
+st.subheader("Quality errors")
+quality = readiness.quality_by_target(data.rollups(v, route=route))
+if quality.empty:
+    st.caption(f"No requests on {route} in the last {v.label}.")
+else:
+    st.caption(f"Answers that broke {route}'s output contract or a tool's schema, in the last "
+               f"{v.label}, counted on the target that gave them.")  # fmt: skip
+    st.dataframe(
+        quality, hide_index=True, width="stretch",
+        column_config={
+            "quality_errors": st.column_config.NumberColumn("quality errors",
+                                                            help=define("quality errors")),
+            "per_answered": st.column_config.ProgressColumn(
+                "quality errors per answered", format="percent",
+                help=define("quality errors per answered")),
+        },
+    )  # fmt: skip

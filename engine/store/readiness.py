@@ -1,0 +1,218 @@
+"""Fallback readiness in the store: eval runs and drills taken in from `data/control/`, and each
+drill's report once its attempts are in. Runs in the scheduler, the only writer.
+
+    control/evals/<run>.json    written by `switchover eval` (engine.evals.runner.write_run)
+    control/drills/<id>.json    written by the gateway when a drill starts and ends
+                                (engine.drills), so a drill is known even if nobody ends it
+
+A drill's report waits until `REPORT_AFTER` past its end, so that the spool has brought in its
+last attempts and the first requests after it (which show whether the target was restored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from engine.drills import Drill
+from engine.money import format_usd
+from engine.paths import DataPaths
+
+log = logging.getLogger("switchover.scheduler")
+
+REPORT_AFTER = timedelta(seconds=20)
+
+
+def take_in(con: duckdb.DuckDBPyConnection, paths: DataPaths) -> int:
+    """Eval runs and drill records waiting in the control folder, into their tables; the number
+    taken in. A file that cannot be read is set aside (`.bad`), never retried forever."""
+    taken = 0
+    for folder, take in ((paths.evals_inbox, _take_eval), (paths.drills_inbox, _take_drill)):
+        for file in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                body = json.loads(file.read_text())
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    take(con, body)
+                    con.execute("COMMIT")
+                except Exception:
+                    con.execute("ROLLBACK")
+                    raise
+            except (ValueError, KeyError, TypeError, duckdb.Error) as exc:
+                log.error("cannot take in %s (%s); moved aside as .bad", file, exc)
+                with contextlib.suppress(OSError):
+                    file.rename(file.with_suffix(".bad"))
+                continue
+            file.unlink(missing_ok=True)
+            taken += 1
+    return taken
+
+
+_EVAL_RUN = """
+    INSERT INTO eval_runs VALUES ($run_id, $route, $cases_file, $started_at, $finished_at, $cases,
+        $min_pass_rate)
+    ON CONFLICT DO NOTHING
+"""
+_EVAL_RESULT = """
+    INSERT INTO eval_results VALUES ($run_id, $route, $target, $case_name, $passed, $reason,
+        $latency_ms, $cost_usd, $input_tokens, $output_tokens, $error)
+    ON CONFLICT DO NOTHING
+"""
+
+
+def _take_eval(con: duckdb.DuckDBPyConnection, body: dict[str, Any]) -> None:
+    run = {k: body[k] for k in ("run_id", "route", "cases_file", "cases", "min_pass_rate")}
+    run["started_at"] = datetime.fromisoformat(body["started_at"])
+    run["finished_at"] = datetime.fromisoformat(body["finished_at"])
+    con.execute(_EVAL_RUN, run)
+    for r in body["results"]:
+        cost = r.get("cost_usd")
+        con.execute(_EVAL_RESULT, {
+            "run_id": run["run_id"], "route": run["route"], "target": r["target"],
+            "case_name": r["case_name"], "passed": bool(r["passed"]), "reason": r.get("reason"),
+            "latency_ms": r.get("latency_ms"), "cost_usd": None if cost is None else Decimal(cost),
+            "input_tokens": int(r.get("input_tokens") or 0),
+            "output_tokens": int(r.get("output_tokens") or 0), "error": r.get("error"),
+        })  # fmt: skip
+
+
+_DRILL = """
+    INSERT INTO drills VALUES ($drill_id, $route, $target, $started_at, $ends_at, $ended_at,
+        $requested_by, 'running', NULL)
+    ON CONFLICT (drill_id) DO UPDATE SET ended_at = coalesce(excluded.ended_at, drills.ended_at)
+"""
+
+
+def _take_drill(con: duckdb.DuckDBPyConnection, body: dict[str, Any]) -> None:
+    drill = Drill.from_json(body)
+    con.execute(_DRILL, {**drill.as_json(), "started_at": drill.started_at,
+                         "ends_at": drill.ends_at, "ended_at": drill.ended_at})  # fmt: skip
+
+
+# --- reports -----------------------------------------------------------------------------------
+
+_DUE = """
+    SELECT drill_id, route, target, started_at, coalesce(ended_at, ends_at) AS ended
+    FROM drills
+    WHERE status <> 'reported' AND coalesce(ended_at, ends_at) + $after <= $now
+"""
+_REQUESTS = """
+    WITH req AS (
+        SELECT request_id, min(started_at) AS first,
+            arg_max(target, served::INT * 100000 + attempt_number) AS target,
+            bool_or(served AND outcome = 'success') AS answered,
+            bool_or(decision = 'fail_fast') AS request_fault,
+            bool_or(outcome = 'cancelled') AS abandoned
+        FROM attempts
+        WHERE route = $route AND started_at >= $lo - INTERVAL 5 MINUTE
+          AND started_at < $hi + INTERVAL 5 MINUTE
+        GROUP BY request_id
+    )
+    SELECT target, answered, request_fault OR abandoned AS not_ours, count(*)::BIGINT
+    FROM req WHERE first >= $lo AND first < $hi
+    GROUP BY ALL
+"""
+_DRILL_FAULTS = """
+    SELECT count(*) FROM attempts
+    WHERE route = $route AND target = $target AND fault_kind = 'drill'
+      AND started_at >= $lo AND started_at < $hi
+"""
+_OPENED = """
+    SELECT min(occurred_at) FROM breaker_events
+    WHERE target = $target AND to_status = 'open' AND occurred_at >= $lo AND occurred_at < $hi
+"""
+_RESTORED = """
+    SELECT min(started_at) FROM attempts
+    WHERE route = $route AND target = $target AND outcome = 'success' AND served
+      AND started_at >= $hi
+"""
+_MONEY = """
+    SELECT coalesce(sum(cost_usd), 0),
+        coalesce(sum(fallback_premium_usd), 0) + coalesce(sum(rewarm_usd), 0)
+    FROM rollup_minute
+    WHERE route = $route AND bucket >= time_bucket(INTERVAL 1 MINUTE, $lo::TIMESTAMPTZ)
+      AND bucket < $hi
+"""
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> Any:
+    """`sql` with the parameters it names (DuckDB refuses unused ones)."""
+    return con.execute(sql, {k: v for k, v in params.items() if f"${k}" in sql})
+
+
+def report_drills(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
+    """Write the report of every drill whose end is `REPORT_AFTER` behind; how many."""
+    due = con.execute(_DUE, {"now": now, "after": REPORT_AFTER}).fetchall()
+    for drill_id, route, target, lo, hi in due:
+        report = drill_report(con, route, target, lo, hi)
+        con.execute(
+            "UPDATE drills SET status = 'reported', report = $report, "
+            "ended_at = coalesce(ended_at, ends_at) WHERE drill_id = $id",
+            {"report": json.dumps(report), "id": drill_id},
+        )
+        log.info("drill %s on %s/%s: %s", drill_id, route, target, report["summary"])
+    return len(due)
+
+
+def drill_report(
+    con: duckdb.DuckDBPyConnection, route: str, target: str, lo: datetime, hi: datetime
+) -> dict[str, Any]:
+    """What a drill of `target` on `route` from `lo` to `hi` showed (docs/metrics.md)."""
+    params = {"route": route, "target": target, "lo": lo, "hi": hi}
+    served_by: dict[str, int] = {}
+    requests = failed = 0
+    for served, answered, not_ours, n in _query(con, _REQUESTS, params).fetchall():
+        requests += n
+        if answered:
+            served_by[served] = served_by.get(served, 0) + n
+        elif not not_ours:
+            failed += n
+    (drill_faults,) = _query(con, _DRILL_FAULTS, params).fetchone()
+    (opened,) = _query(con, _OPENED, params).fetchone()
+    (back,) = _query(con, _RESTORED, params).fetchone()
+    cost, difference = _query(con, _MONEY, params).fetchone()
+    by_backups = sum(n for t, n in served_by.items() if t != target)
+    restored = None if back is None else True  # no answer after it yet: not known
+    if requests == 0:
+        verdict = "no traffic"
+    elif failed == 0 and by_backups > 0:
+        verdict = "passed"
+    else:
+        verdict = "failed"
+    report = {
+        "requests": requests,
+        "served_by": served_by,
+        "served_by_backups": by_backups,
+        "failed": failed,
+        "drill_faults": drill_faults,
+        "breaker_opened_after_s": None if opened is None else (opened - lo).total_seconds(),
+        "cost_usd": str(cost),
+        "primary_estimate_usd": str(cost - difference),
+        "cost_difference_usd": str(difference),
+        "restored": restored,
+        "restored_after_s": None if back is None else (back - hi).total_seconds(),
+        "verdict": verdict,
+    }
+    report["summary"] = _summary(report, target)
+    return report
+
+
+def _summary(r: dict[str, Any], target: str) -> str:
+    if r["requests"] == 0:
+        return f"no request reached the route while {target} was drilled: nothing was shown"
+    share = 100 * r["served_by_backups"] / r["requests"]
+    opened = r["breaker_opened_after_s"]
+    breaker = f"breaker open after {opened:.1f} s" if opened is not None else "breaker never opened"
+    back = (f"restored {r['restored_after_s']:.1f} s after" if r["restored"]
+            else "not seen serving since")  # fmt: skip
+    return (
+        f"{r['served_by_backups']} of {r['requests']} requests ({share:.0f} %) served by the "
+        f"backups, {r['failed']} failed; {breaker}; cost difference "
+        f"{format_usd(Decimal(r['cost_difference_usd']), 4)}; {target} {back}"
+    )
