@@ -9,7 +9,6 @@ its key (`api_key_env`), and the key is read only when the provider is built.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -27,6 +26,7 @@ from engine.config_routes import (  # re-exported: callers import them from engi
     parse_prompts,
     parse_routes,
     parse_target,
+    read_toml,
     table_of,
 )
 from engine.errors import ConfigError
@@ -142,14 +142,7 @@ class Config:
 
 def load_config(path: str | Path) -> Config:
     path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, source=str(path), base_dir=path.parent)
+    return parse_config(read_toml(path), source=str(path), base_dir=path.parent)
 
 
 def parse_config(

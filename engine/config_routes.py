@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.contracts import OutputContract
+from engine.errors import ConfigError
 from engine.pii import PII_KINDS, PiiPolicy
 from engine.policy import POLICY_KEYS, Policy
 from engine.prompts import SYSTEM_SLOT, TargetPrompt
@@ -157,7 +159,11 @@ def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext)
     if mode not in QUALITY_MODES:
         raise fail(f"{where}.on_quality_error", f"must be one of {', '.join(QUALITY_MODES)}")
     schema = table.get("output_schema")
-    contract = None if schema is None else _contract(schema, f"{where}.output_schema", context)
+    contract = (
+        None
+        if schema is None
+        else contract_of(schema, f"{where}.output_schema", context.base_dir, fail)
+    )
     return RouteOptions(flags["adaptive_order"], flags["own_keys_first"], pii, contract, mode)
 
 
@@ -173,25 +179,6 @@ def _pii(value: Any, restore: bool, where: str, fail: Any) -> PiiPolicy | None:
     if unknown:
         raise fail(where, f"unknown kind {unknown[0]!r} (kinds: {', '.join(PII_KINDS)})")
     return PiiPolicy(frozenset(value), restore=restore)
-
-
-def _contract(value: Any, where: str, context: _RouteContext) -> OutputContract:
-    """The JSON Schema inline (a table) or in a JSON file (a path, relative to the config)."""
-    fail = context.fail
-    if isinstance(value, str):
-        path = Path(value) if Path(value).is_absolute() else context.base_dir / value
-        try:
-            value = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise fail(where, f"no such file: {path}") from None
-        except (OSError, ValueError) as exc:
-            raise fail(where, f"{path} is not a JSON Schema file: {exc}") from None
-    if not isinstance(value, Mapping):
-        raise fail(where, "must be a JSON Schema as a table, or the path of a .json file")
-    try:
-        return OutputContract(value)
-    except ValueError as exc:
-        raise fail(where, str(exc)) from None
 
 
 def _prompt(name: str, table: Any, fail: Any) -> TargetPrompt:
@@ -241,3 +228,34 @@ def no_unknown(table: Mapping[str, Any], allowed: Any, where: str, fail: Any) ->
     for key in table:
         if key not in allowed:
             raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(allowed)})")
+
+
+def contract_of(value: Any, where: str, base_dir: Path, fail: Fail) -> OutputContract:
+    """A JSON Schema given inline (a table) or as the path of a JSON file (relative to
+    `base_dir`, the folder of the file that names it): a route's `output_schema`, an eval
+    case's `json_schema`."""
+    if isinstance(value, str):
+        path = Path(value) if Path(value).is_absolute() else base_dir / value
+        try:
+            value = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise fail(where, f"no such file: {path}") from None
+        except (OSError, ValueError) as exc:
+            raise fail(where, f"{path} is not a JSON Schema file: {exc}") from None
+    if not isinstance(value, Mapping):
+        raise fail(where, "must be a JSON Schema as a table, or the path of a .json file")
+    try:
+        return OutputContract(value)
+    except ValueError as exc:
+        raise fail(where, str(exc)) from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's tables; ConfigError in one line when it is missing or not TOML."""
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None

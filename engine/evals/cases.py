@@ -7,15 +7,13 @@ short reason naming the first validator it failed; a reason never quotes the who
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config_routes import no_unknown, table_of
+from engine.config_routes import contract_of, no_unknown, read_toml, table_of
 from engine.contracts import OutputContract
 from engine.errors import ConfigError
 from engine.types import Message, Request
@@ -72,14 +70,7 @@ class CaseSet:
 
 def load_cases(path: str | Path) -> CaseSet:
     path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_cases(data, source=str(path), base_dir=path.parent)
+    return parse_cases(read_toml(path), source=str(path), base_dir=path.parent)
 
 
 def parse_cases(
@@ -128,7 +119,7 @@ def _case(where: str, table: Any, base_dir: Path, fail: Any) -> Case:
         max_tokens=_positive(table, "max_tokens", where, fail),
         json_schema=None
         if schema is None
-        else _schema(schema, f"{where}.json_schema", base_dir, fail),
+        else contract_of(schema, f"{where}.json_schema", base_dir, fail),
         regex=_regex(table.get("regex"), f"{where}.regex", fail),
         must_contain=_strings(table.get("must_contain"), f"{where}.must_contain", fail),
         max_length=_positive(table, "max_length", where, fail),
@@ -172,24 +163,6 @@ def _strings(value: Any, where: str, fail: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(s, str) and s for s in value):
         raise fail(where, 'must be a non-empty list of non-empty strings, like ["refund"]')
     return tuple(value)
-
-
-def _schema(value: Any, where: str, base_dir: Path, fail: Any) -> OutputContract:
-    """The JSON Schema inline (a table) or in a JSON file (a path, relative to the case file)."""
-    if isinstance(value, str):
-        path = Path(value) if Path(value).is_absolute() else base_dir / value
-        try:
-            value = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise fail(where, f"no such file: {path}") from None
-        except (OSError, ValueError) as exc:
-            raise fail(where, f"{path} is not a JSON Schema file: {exc}") from None
-    if not isinstance(value, Mapping):
-        raise fail(where, "must be a JSON Schema as a table, or the path of a .json file")
-    try:
-        return OutputContract(value)
-    except ValueError as exc:
-        raise fail(where, str(exc)) from None
 
 
 def _clip(text: str) -> str:

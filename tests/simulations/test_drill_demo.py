@@ -16,7 +16,7 @@ import httpx
 
 from engine.store.read import PublishedData
 
-from .test_up_demo import _free_ports, _wait_for
+from .test_up_demo import _wait_for, start_demo
 
 ROUTE, TARGET, BACKUP = "classify", "gpt/gpt-4.1-mini", "claude/claude-haiku-4-5"
 ASK = {"model": ROUTE, "messages": [{"role": "user", "content": "refund?"}]}
@@ -25,16 +25,8 @@ ASK = {"model": ROUTE, "messages": [{"role": "user", "content": "refund?"}]}
 def test_a_drill_on_the_demo_stack_reports_the_fallback_path_and_restores_the_target(
     tmp_path: Path,
 ):
-    fake, gateway, dashboard = _free_ports(3)
-    data = tmp_path / "data"
-    up = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "up", "--demo", "--port", str(fake),
-         "--gateway-port", str(gateway), "--dashboard-port", str(dashboard),
-         "--data-dir", str(data)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True).start()
+    up, lines, _, where = start_demo(tmp_path)
+    gateway, data = where["gateway"], where["data"]
     url = f"http://127.0.0.1:{gateway}"
     served: list[tuple[float, str]] = []
     stop = threading.Event()

@@ -43,10 +43,10 @@ def _wait_for(url: str, deadline: float) -> None:
     raise AssertionError(f"{url} did not answer")
 
 
-def test_up_demo_serves_falls_back_alerts_and_stops_with_no_process_left(tmp_path: Path):
+def start_demo(tmp_path: Path) -> tuple[subprocess.Popen, list[str], threading.Thread, dict]:
+    """`switchover up --demo` on free ports, its output gathered by a thread as it comes."""
     fake, gateway, dashboard = _free_ports(3)
     data = tmp_path / "data"
-    started = time.monotonic()
     up = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "up", "--demo", "--port", str(fake),
          "--gateway-port", str(gateway), "--dashboard-port", str(dashboard),
@@ -56,6 +56,13 @@ def test_up_demo_serves_falls_back_alerts_and_stops_with_no_process_left(tmp_pat
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
     reader.start()
+    return up, lines, reader, {"gateway": gateway, "dashboard": dashboard, "data": data}
+
+
+def test_up_demo_serves_falls_back_alerts_and_stops_with_no_process_left(tmp_path: Path):
+    started = time.monotonic()
+    up, lines, reader, where = start_demo(tmp_path)
+    gateway, dashboard, data = where["gateway"], where["dashboard"], where["data"]
     try:
         deadline = started + 60
         _wait_for(f"http://127.0.0.1:{gateway}/readyz", deadline)
