@@ -35,6 +35,7 @@ HEADINGS = {
     "incident": INCIDENT,
     "telemetry": TELEMETRY,
     "simulator": "## Simulator",
+    "shaping": "## Route behaviours",
 }
 PARTS = tuple(HEADINGS)
 

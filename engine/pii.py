@@ -58,27 +58,29 @@ class PiiPolicy:
 _START = r"(?<![\d+])(?<!\d[.,/-])"
 _END = r"(?![\d@])(?![.,/-]\d)"
 _SP = "[ \u00a0]"  # a space, never a newline: numbers on separate lines are separate numbers
+# Each number pattern starts with a lookahead for the characters it can start with: `re` then
+# rejects every other position at once instead of trying the lookbehinds there (2-3× faster).
 
-_CARD = re.compile(rf"{_START}(?:\d{{13,19}}|\d{{4}}(?:[ \u00a0-]\d{{2,6}}){{2,4}}){_END}")
+_CARD = re.compile(rf"(?=\d){_START}(?:\d{{13,19}}|\d{{4}}(?:[ \u00a0-]\d{{2,6}}){{2,4}}){_END}")
 _CNPJ = re.compile(
-    rf"{_START}(?:\d{{2}}\.?\d{{3}}\.?\d{{3}}/?\d{{4}}-?\d{{2}}"
+    rf"(?=[0-9A-Z]){_START}(?:\d{{2}}\.?\d{{3}}\.?\d{{3}}/?\d{{4}}-?\d{{2}}"
     # The alphanumeric CNPJ (Receita Federal, from July 2026), only when fully formatted:
     # fourteen bare letters and digits are too often some other identifier.
     rf"|(?<![A-Za-z])[0-9A-Z]{{2}}\.[0-9A-Z]{{3}}\.[0-9A-Z]{{3}}/[0-9A-Z]{{4}}-\d{{2}}){_END}"
 )
-_CPF = re.compile(rf"{_START}\d{{3}}\.?\d{{3}}\.?\d{{3}}-?\d{{2}}{_END}")
+_CPF = re.compile(rf"(?=\d){_START}\d{{3}}\.?\d{{3}}\.?\d{{3}}-?\d{{2}}{_END}")
 _EMAIL = re.compile(
     r"(?<![\w.%+-])[\w.%+-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}"
 )
 _PHONE_BR = re.compile(
-    rf"{_START}(?:(?:\+|00)?55{_SP}?)?"  # country code
+    rf"(?=[\d+(]){_START}(?:(?:\+|00)?55{_SP}?)?"  # country code
     r"(?:\(0?[1-9]{2}\)|0?[1-9]{2})"  # area code (DDD), with or without trunk 0 and brackets
     rf"[ \u00a0.-]?(?:9{_SP}?\d{{4}}|[2-5]\d{{3}})[ \u00a0.-]?\d{{4}}{_END}"  # mobile | landline
 )
 # Without area code only the unmistakable mobile shape: 8 digits with a dash are as often
 # a range of years (2019-2026) as a landline.
-_PHONE_BR_LOCAL = re.compile(rf"{_START}9{_SP}?\d{{4}}-\d{{4}}{_END}")
-_PHONE_INTL = re.compile(rf"{_START}\+\d(?:[ \u00a0().-]{{0,2}}\d){{7,14}}{_END}")
+_PHONE_BR_LOCAL = re.compile(rf"(?=9){_START}9{_SP}?\d{{4}}-\d{{4}}{_END}")
+_PHONE_INTL = re.compile(rf"(?=\+){_START}\+\d(?:[ \u00a0().-]{{0,2}}\d){{7,14}}{_END}")
 
 # Bank details are recognised by their words; the digits after them are masked, the words kept.
 _AGENCY = r"\bag(?:[eê]ncia\b|\.|\b)"
@@ -191,8 +193,11 @@ def _find(text: str, kinds: frozenset[str]) -> list[tuple[int, int, str]]:
     later pattern can match it or across it."""
     work = text
     found: list[tuple[int, int, str]] = []
+    # Every kind holds digits, and an e-mail an @: most chat text can skip the patterns, whose
+    # lookbehinds are tried at every character (20-70 µs per KB each, bench.shaping).
+    has_digit = _DIGIT.search(text) is not None
     for kind, pattern, spans_of in _DETECTORS:
-        if kind not in kinds:
+        if kind not in kinds or not (has_digit if kind != "email" else "@" in text):
             continue
         claimed = [span for m in pattern.finditer(work) for span in spans_of(m)]
         if not claimed:
