@@ -173,7 +173,7 @@ class Pipeline:
             forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
         for lo, hi in _chunks(since, started):
             for grain in ("minute", "hour"):
-                refresh(self.con, grain, lo, hi, self._prices)
+                refresh(self.con, grain, lo, hi, self._prices, now=started)
         if oldest is not None and oldest < started - timedelta(hours=1):
             self._day_refreshed_until = None  # late data: the day rollups catch up as well
         alerts_changed = self._watch(started, late) or readiness_changed

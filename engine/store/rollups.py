@@ -27,6 +27,12 @@ Grain = Literal["minute", "hour", "day"]
 GRAINS: tuple[Grain, ...] = ("minute", "hour", "day")
 TABLES = {"minute": "rollup_minute", "hour": "rollup_hour", "day": "rollup_day"}
 
+# A request whose last attempt asked for a retry or a fallback, and ended less than this ago,
+# is taken as still under way (its next attempt not recorded yet) and left to a later refresh.
+# Short enough that a refresh inside the scheduler's 2-minute lookback still sees it settled,
+# even with one cycle a minute; a backup slower than this shows briefly as unavailable.
+UNDER_WAY = timedelta(seconds=30)
+
 # The windows the query uses (as SQL literals, documented in docs/metrics.md):
 # - a request's attempts can outlive the bucket it started in (retries, fallbacks, a long
 #   stream): attempts 5 minutes either side of a refreshed range are read with it;
@@ -79,7 +85,11 @@ req AS (  -- one row a request, at the attempt that decided it
         bool_or(decision = 'fail_fast') AS request_fault,
         bool_or(served AND outcome = 'error') AS broken,
         bool_or(outcome = 'cancelled') AS abandoned,
-        min(started_at) AS first_at
+        min(started_at) AS first_at,
+        -- whether the request is over: an attempt that ended it, or a last one long enough ago
+        bool_or(decision IN ('served', 'fail_fast', 'give_up', 'cancelled', 'in_band_error'))
+            OR max(started_at + to_microseconds((latency_ms * 1000)::BIGINT)) < $settled
+            AS over
     FROM win
     GROUP BY request_id
 ),
@@ -97,7 +107,9 @@ req_rollup AS (
         count(*) FILTER (abandoned AND NOT answered AND NOT broken) AS abandoned,
         count(*) FILTER (NOT (answered OR request_fault OR broken OR abandoned)) AS unavailable
     FROM req
-    WHERE bucket >= $lo AND bucket < $hi
+    -- A request still on its way (a retry or a fallback not yet recorded) waits for the next
+    -- refresh: counted now it would look unavailable, and fire a false alert.
+    WHERE bucket >= $lo AND bucket < $hi AND over
     GROUP BY ALL
 ),
 route_share AS (  -- per route and minute: did backups serve more than the primary lately?
@@ -317,9 +329,12 @@ def refresh(
     since: datetime,
     until: datetime,
     prices: PriceLookup,
+    *,
+    now: datetime | None = None,
 ) -> RefreshResult:
     """Recompute every `grain` bucket that holds a moment in [since, until]. Refresh minutes
-    before the hours and days that contain them: those are built from the minutes."""
+    before the hours and days that contain them: those are built from the minutes. `now` (the
+    cycle's time; `until` when not given) tells requests still under way from finished ones."""
     lo, hi = bucket_start(since, grain), bucket_end(until, grain)
     bounds = {"lo": lo, "hi": hi}
     table = TABLES[grain]
@@ -330,11 +345,11 @@ def refresh(
         if grain == "minute":
             con.execute(_UPDATE_PRIMARIES, bounds)
             con.execute(_ADD_BASELINES, bounds)
-            query = _MINUTES
+            query, params = _MINUTES, {**bounds, "settled": (now or until) - UNDER_WAY}
         else:
-            query = _COARSE.format(unit=grain)
+            query, params = _COARSE.format(unit=grain), bounds
         con.execute(f"DELETE FROM {table} WHERE bucket >= $lo AND bucket < $hi", bounds)
-        con.execute(f"INSERT INTO {table} BY NAME {query}", bounds)
+        con.execute(f"INSERT INTO {table} BY NAME {query}", params)
         (rows,) = con.execute(
             f"SELECT count(*) FROM {table} WHERE bucket >= $lo AND bucket < $hi", bounds
         ).fetchone()
