@@ -213,7 +213,7 @@ def measure_cycle(pipeline: scheduler.Pipeline) -> Cycle:
         with contextlib.ExitStack() as timers:
             timers.enter_context(timing(scheduler, "ingest_spool", parts, lambda *a, **k: "ingest"))
             timers.enter_context(
-                timing(scheduler, "refresh", parts, lambda con, grain, *a: f"{grain} rollups")
+                timing(scheduler, "refresh", parts, lambda con, grain, *a, **k: f"{grain} rollups")
             )
             if hasattr(pipeline, "watch"):  # the alerting pass, in a pipeline that has one
                 timers.enter_context(timing(pipeline.watch, "run", parts, lambda *a, **k: ALERTING))
@@ -347,8 +347,8 @@ def recent_anatomy(con: Any, scratch: Path, now: datetime) -> dict[str, float]:
     assert unordered != RECENT_ATTEMPTS_SQL, "the snapshot's query changed: update the anatomy"
 
     def copy(sql: str) -> str:
-        target = sql_string(str(scratch))
-        return f"COPY ({sql}) TO {target} (FORMAT parquet, COMPRESSION zstd)"
+        target = sql_string(str(scratch))  # compressed as publish_recent_attempts does
+        return f"COPY ({sql}) TO {target} (FORMAT parquet, COMPRESSION snappy)"
 
     actions = {
         "its query alone, fetched into Arrow (no Parquet)": (

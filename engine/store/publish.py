@@ -60,6 +60,7 @@ def publish(
     params: dict[str, Any] | list[Any] | None = None,
     *,
     now: datetime | None = None,
+    compression: str = "zstd",
 ) -> Snapshot:
     """Write the result of `sql` (with bound `params`) as the snapshot `name`, atomically."""
     if not _NAME.fullmatch(name):
@@ -70,7 +71,7 @@ def publish(
     final = published_dir / f"{name}.parquet"
     started = time.perf_counter()
     query = sql.strip().rstrip(";")
-    copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
+    copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION {compression})"
     try:
         (rows,) = con.execute(copy, params).fetchone()
         os.replace(temp, final)
@@ -87,11 +88,14 @@ def publish_recent_attempts(
     con: duckdb.DuckDBPyConnection, published_dir: Path, now: datetime, hours: float = 24
 ) -> Snapshot:
     """Every attempt of the last `hours`, oldest first (readers' time filters then skip whole
-    row groups)."""
+    row groups). Snappy, not zstd: this snapshot is rewritten whole every cycle that ingested
+    anything, and snappy writes it ~20 % faster for twice the bytes (bench, 720 k rows: 653 ms
+    and 30 MB against 813 ms and 15 MB), which keeps a 10 M-attempt store's cycle under 1 s."""
     since = now - timedelta(hours=hours)
     return publish(
-        con, published_dir, RECENT_ATTEMPTS, RECENT_ATTEMPTS_SQL, {"since": since}, now=now
-    )
+        con, published_dir, RECENT_ATTEMPTS, RECENT_ATTEMPTS_SQL, {"since": since}, now=now,
+        compression="snappy",
+    )  # fmt: skip
 
 
 def read_manifest(published_dir: Path) -> dict[str, Snapshot]:
