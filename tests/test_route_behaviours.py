@@ -8,7 +8,6 @@ import json
 import tomllib
 from typing import Any
 
-import httpx
 import pytest
 
 from engine.clock import VirtualClock
@@ -43,19 +42,6 @@ api_key_env = "K"
 """
 
 
-class Wire(httpx.AsyncBaseTransport):
-    """The fake providers, keeping every request body as it left the process."""
-
-    def __init__(self, fake: FakeTransport) -> None:
-        self.fake = fake
-        self.bodies: list[tuple[str, dict[str, Any]]] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(await request.aread())
-        self.bodies.append((body.get("model", ""), body))
-        return await self.fake.handle_async_request(request)
-
-
 class Rig:
     def __init__(
         self,
@@ -65,14 +51,13 @@ class Rig:
         providers: str = PROVIDERS,
     ) -> None:
         self.clock = VirtualClock()
-        self.fake = FakeTransport(clock=self.clock)
-        self.wire = Wire(self.fake)
+        self.fake = FakeTransport(clock=self.clock, keep_bodies=True)
         self.attempts: list[Attempt] = []
         text = providers + extra + "[routes.support]\n" + route
         self.sw = Switchover(
             parse_config(tomllib.loads(text)),
             clock=self.clock,
-            transport=self.wire,
+            transport=self.fake,
             hooks=[self.attempts.append],
             environ={"K": "test-key"},
             record_to=record_to,
@@ -92,7 +77,7 @@ class Rig:
         return self.clock.run(read())
 
     def sent_to(self, model: str) -> list[str]:
-        return [json.dumps(body, ensure_ascii=False) for m, body in self.wire.bodies if m == model]
+        return [json.dumps(body, ensure_ascii=False) for body in self.fake.sent_to(model)]
 
 
 # --- PII -------------------------------------------------------------------------------------

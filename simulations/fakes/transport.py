@@ -19,6 +19,8 @@ the httpx exceptions a real connection raises (checked against the server in the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import math
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -40,16 +42,43 @@ _CONNECT_ERRORS = {
 
 class FakeTransport(httpx.AsyncBaseTransport, Controlled):
     def __init__(
-        self, script: Iterable[Spec] | None = None, *, app: FakeApp | None = None, **config: Any
+        self,
+        script: Iterable[Spec] | None = None,
+        *,
+        app: FakeApp | None = None,
+        keep_bodies: bool = False,
+        **config: Any,
     ) -> None:
         """`script`: faults for the next requests, whatever the model; then `default_fault`.
-        `config` goes to `FakeApp` (clock, seed, valid_keys, reply_text, ...)."""
+        `keep_bodies`: keep every JSON request body as it arrived (`bodies`, `sent_to`), for
+        tests of what leaves the process. `config` goes to `FakeApp` (clock, seed, valid_keys,
+        reply_text, ...)."""
         self.app = app or FakeApp(**config)
         if script is not None:
             self.app.controls.script("*", script)
+        self.keep_bodies = keep_bodies
+        self.bodies: list[tuple[str, dict[str, Any]]] = []  # (model, body), with keep_bodies
+        self.in_flight = self.most_in_flight = 0  # requests not yet answered with a head
+
+    def sent_to(self, model: str) -> list[dict[str, Any]]:
+        """The bodies of the requests for `model`, in order (needs `keep_bodies`)."""
+        return [body for m, body in self.bodies if m == model]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._handle(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
+        if self.keep_bodies:
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(body)
+                if isinstance(parsed, dict):
+                    self.bodies.append((str(parsed.get("model", "")), parsed))
         headers = {k.lower(): v for k, v in request.headers.items()}
         incoming = Incoming(
             request.method, request.url.path, headers, body, request.url.query.decode()

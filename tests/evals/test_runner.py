@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import httpx
 import pytest
 
 from engine.clock import VirtualClock
@@ -37,33 +36,10 @@ api_key_env = "K"
 INTENT = '{ type = "object", required = ["intent"], properties = { intent = { enum = ["refund", "status"] } } }'  # noqa: E501
 
 
-class Wire(httpx.AsyncBaseTransport):
-    """The fake providers, keeping every request body and the most calls ever in flight."""
-
-    def __init__(self, fake: FakeTransport) -> None:
-        self.fake = fake
-        self.bodies: list[tuple[str, dict[str, Any]]] = []
-        self.in_flight = self.most_in_flight = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(await request.aread())
-        self.bodies.append((body.get("model", ""), body))
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            return await self.fake.handle_async_request(request)
-        finally:
-            self.in_flight -= 1
-
-    def sent_to(self, model: str) -> list[dict[str, Any]]:
-        return [body for m, body in self.bodies if m == model]
-
-
 class Rig:
     def __init__(self, route: str = TARGETS, extra: str = "") -> None:
         self.clock = VirtualClock()
-        self.fake = FakeTransport(clock=self.clock)
-        self.wire = Wire(self.fake)
+        self.fake = FakeTransport(clock=self.clock, keep_bodies=True)
         self.config: Config = parse_config(
             tomllib.loads(PROVIDERS + extra + "[routes.support]\n" + route)
         )
@@ -74,7 +50,7 @@ class Rig:
                 self.config,
                 "support",
                 cases,
-                transport=self.wire,
+                transport=self.fake,
                 environ={"K": "test-key"},
                 clock=self.clock,
                 **options,
@@ -140,8 +116,8 @@ def test_a_target_is_never_backed_up_by_another_during_an_eval():
     run = rig.run(cases(8, 'regex = "echo"'))
     primary, backup = by_target(run)[f"claude/{PRIMARY}"], by_target(run)[f"gpt/{BACKUP}"]
     assert (primary.passed, backup.passed) == (0, 8)
-    assert len(rig.wire.sent_to(PRIMARY)) == 8 * 2  # each case: the call and its one retry
-    assert len(rig.wire.sent_to(BACKUP)) == 8  # its own cases, nothing more
+    assert len(rig.fake.sent_to(PRIMARY)) == 8 * 2  # each case: the call and its one retry
+    assert len(rig.fake.sent_to(BACKUP)) == 8  # its own cases, nothing more
     reasons = {r.reason for r in run.results if not r.passed}
     assert all(reason.startswith("error: overloaded ") for reason in reasons)  # type: ignore[union-attr]
 
@@ -153,9 +129,9 @@ def test_each_target_gets_its_own_prompt_and_the_case_its_system_and_max_tokens(
     )
     rig = Rig(route, extra=prompts)
     rig.run(cases(1, 'regex = "echo"\nsystem = "Classify the message."\nmax_tokens = 50'))
-    (claude,) = rig.wire.sent_to(PRIMARY)
+    (claude,) = rig.fake.sent_to(PRIMARY)
     assert claude["system"] == "Classify the message." and claude["max_tokens"] == 50
-    (gpt,) = rig.wire.sent_to(BACKUP)
+    (gpt,) = rig.fake.sent_to(BACKUP)
     assert gpt["messages"][0] == {"role": "system", "content": "Answer in Portuguese."}
 
 
@@ -166,7 +142,7 @@ def test_personal_data_is_masked_as_the_route_masks_it():
     )
     run = rig.run(parse_cases(tomllib.loads(text)))
     assert all(r.passed for r in run.results)  # the fake echoes what it received: the placeholder
-    for _, body in rig.wire.bodies:
+    for _, body in rig.fake.bodies:
         assert "123.456.789-09" not in json.dumps(body, ensure_ascii=False)
 
 
@@ -189,7 +165,7 @@ def test_at_most_concurrency_calls_are_in_flight_and_progress_counts_them():
     rig.fake.latency("*", fixed_ms=250)
     seen: list[tuple[int, int]] = []
     run = rig.run(cases(5, 'regex = "echo"'), concurrency=3, progress=lambda *p: seen.append(p))
-    assert rig.wire.most_in_flight == 3
+    assert rig.fake.most_in_flight == 3
     assert seen == [(i, 10) for i in range(11)]
     assert all(r.latency_ms == pytest.approx(250, abs=5) for r in run.results)
     assert run.finished_at - run.started_at == timedelta(seconds=1)  # 10 calls, 3 at a time
