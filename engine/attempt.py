@@ -23,9 +23,10 @@ from engine.attempt_stream import StreamingAttempts, internal_error
 from engine.breaker import BreakerStore, Released, Success, event_for
 from engine.clock import Clock
 from engine.contracts import OutputContract
-from engine.errors import AmbiguousFault, AttemptError, DrillFault, QualityFault
+from engine.errors import AmbiguousFault, AttemptError, DrillFault, LocalFault, QualityFault
 from engine.policy import Policy
 from engine.quality import judge
+from engine.scrub import Scrubber
 from engine.types import (
     Attempt,
     Request,
@@ -72,6 +73,8 @@ class RequestRun(StreamingAttempts):
     contract: OutputContract | None = None  # what answers must meet (engine.quality)
     fall_back_on_quality: bool = False
     drills: dict[str, datetime] = field(default_factory=dict)  # target → drill end (wall)
+    # Error texts are scrubbed of keys and quoted request text before anything keeps them.
+    scrub: Scrubber = field(default_factory=Scrubber)
 
     def __post_init__(self) -> None:
         self.deadline = self.clock.now() + self.policy.budget_s
@@ -149,8 +152,15 @@ class RequestRun(StreamingAttempts):
             raise DrillFault((until - self.clock.wall()).total_seconds())
 
     def _request_for(self, target: Target) -> Request:
-        """What this target is sent: the (masked) request, in the target's own prompt."""
-        return self.request if target.prompt is None else target.prompt.apply(self.request)
+        """What this target is sent: the (masked) request, in the target's own prompt. Nothing
+        has been sent if this fails: our fault (a LocalFault), never the provider's."""
+        if target.prompt is None:
+            return self.request
+        try:
+            return target.prompt.apply(self.request)
+        except Exception as exc:
+            log.exception("applying prompt %s for %s failed", target.prompt.label, target.name)
+            raise LocalFault.internal(f"prompt {target.prompt.label}: {exc!r}") from exc
 
     async def _succeeded(
         self,
@@ -159,6 +169,7 @@ class RequestRun(StreamingAttempts):
         ttft_ms: float | None,
         provider_request_id: str | None,
         quality_error: str | None = None,
+        unreadable_events: int = 0,
     ) -> None:
         flight = self._take()
         await self.breakers.record(flight.target.name, Success(), self.now())
@@ -171,6 +182,7 @@ class RequestRun(StreamingAttempts):
             ttft_ms=ttft_ms,
             provider_request_id=provider_request_id,
             quality_error=quality_error,
+            unreadable_events=unreadable_events,
         )
 
     async def report(self, error: AttemptError) -> None:
@@ -193,6 +205,8 @@ class RequestRun(StreamingAttempts):
         """Record the attempt under way as failed (the breaker was told by `report`), with
         the decision the chain took."""
         flight = self._take()
+        # In place: the chain's log line, the caller's exception and the record all read it.
+        error.message = self.scrub.error_text(error.message, self.request)
         self.errors.append(error)
         estimated = usage is None and isinstance(error, AmbiguousFault) and error.sent
         quality = isinstance(error, QualityFault)
@@ -262,6 +276,7 @@ class RequestRun(StreamingAttempts):
         tokens_estimated: bool = False,
         skipped: tuple[str, str] | None = None,  # (class, message) of an unsent request
         quality_error: str | None = None,
+        unreadable_events: int = 0,
     ) -> None:
         target = flight.target
         attempt = Attempt(
@@ -300,6 +315,7 @@ class RequestRun(StreamingAttempts):
             pii_masked=self.pii_masked,
             prompt_version=target.prompt.label if target.prompt is not None else None,
             quality_error=quality_error,
+            unreadable_events=unreadable_events,
         )
         if outcome != "skipped":  # the caller's list holds the calls made, the record all
             self.attempts.append(attempt)

@@ -82,6 +82,7 @@ class StreamingAttempts:
                         ttft_ms=ttft_ms,
                         provider_request_id=event.provider_request_id,
                         quality_error=quality,
+                        unreadable_events=event.unreadable_events,
                     )
                     yield MessageEnd(
                         event.stop_reason,
@@ -89,6 +90,7 @@ class StreamingAttempts:
                         event.model or target.model,
                         event.provider_request_id,
                         tuple(self.attempts),
+                        event.unreadable_events,
                     )
                     return
                 yield event

@@ -35,6 +35,7 @@ from engine.errors import (
     AccountFault,
     AttemptError,
     DrillFault,
+    LocalFault,
     QualityFault,
     RateLimited,
     RequestFault,
@@ -126,7 +127,7 @@ def event_for(error: AttemptError) -> Event | None:
     """The event an attempt's error reports; None for a request fault, which the breaker never
     sees (a caller that was admitted as PROBE reports `Released()` instead). A quality fault is
     an answer that arrived: the provider is up, whatever the model wrote."""
-    if isinstance(error, RequestFault):
+    if isinstance(error, RequestFault | LocalFault):  # the provider did nothing wrong
         return None
     if isinstance(error, QualityFault):
         return Success()

@@ -36,6 +36,7 @@ from engine.errors import (
     AllProvidersUnavailable,
     AttemptError,
     DrillFault,
+    LocalFault,
     RateLimited,
     RequestFailed,
     RequestFault,
@@ -44,6 +45,7 @@ from engine.pii import PiiPolicy, mask_request, restore_response
 from engine.policy import Policy, backoff_s
 from engine.prompts import TargetPrompt
 from engine.providers.base import Provider
+from engine.scrub import Scrubber
 from engine.shaping import Arranger, restore_events
 from engine.types import (
     KeyKind,
@@ -105,12 +107,16 @@ class Chain:
         pii: PiiPolicy | None = None,
         contract: OutputContract | None = None,
         fall_back_on_quality: bool = False,
+        model_from_caller: bool = False,
+        scrub: Scrubber | None = None,
     ) -> None:
         """`order`: arranges the targets per request (adaptive order, operator switches);
         None keeps them as given. `pii`: mask personal data before any target sees it.
         `contract`: the JSON Schema answers must meet; an answer that breaks it (or a tool's
         schema) is recorded as a quality error, and with `fall_back_on_quality` retried once
-        and then passed to the next target."""
+        and then passed to the next target. `model_from_caller`: the caller named this model,
+        the configuration did not (a direct target), so a provider's "no such model" is the
+        caller's mistake (fail fast), not a broken account to alert on."""
         if not targets:
             raise ValueError(f"route {route!r} needs at least one target")
         self.route = route
@@ -125,6 +131,8 @@ class Chain:
         self.pii = pii
         self.contract = contract
         self.fall_back_on_quality = fall_back_on_quality
+        self.model_from_caller = model_from_caller
+        self.scrub = scrub or Scrubber()  # the providers' keys, to keep out of error texts
 
     async def complete(
         self,
@@ -209,6 +217,7 @@ class Chain:
             pii_masked=masker.count if masker is not None else 0,
             contract=self.contract,
             fall_back_on_quality=self.fall_back_on_quality,
+            scrub=self.scrub,
         )
         restore = (
             masker if masker is not None and self.pii is not None and self.pii.restore else None
@@ -221,8 +230,7 @@ class Chain:
             tries = 1 + (policy.primary_retries if depth == 0 else 0)
             done = 0
             while done < tries:
-                remaining = run.remaining()
-                if remaining <= 0 or remaining < self.policy.min_attempt_budget_s:
+                if self._too_little(run.remaining()):
                     run.skipped.append((target.name, "time budget too small"))
                     run.deadline_hit = True
                     break
@@ -250,7 +258,8 @@ class Chain:
                     )
                     yield response if restore is None else restore_response(response, restore)
                     return
-                except AttemptError as error:
+                except AttemptError as caught:
+                    error = self._callers_mistake(caught)
                     await run.report(error)
                     # A failure that opened the breaker (or failed its probe) ends this target:
                     # no backoff is slept for a retry the breaker would refuse.
@@ -262,7 +271,7 @@ class Chain:
                         last=depth == len(targets) - 1,
                     )
                     run.failed(error, decision)
-                    if isinstance(error, RequestFault):
+                    if isinstance(error, RequestFault | LocalFault):
                         raise RequestFailed(error, tuple(run.attempts)) from error
                     if isinstance(error, AccountFault) and not isinstance(error, DrillFault):
                         self._emit(target, error)
@@ -277,6 +286,19 @@ class Chain:
             tuple(run.attempts),
             skipped=tuple(run.skipped),
             deadline_exceeded=run.deadline_hit,
+        )
+
+    def _callers_mistake(self, error: AttemptError) -> AttemptError:
+        """On a direct target, the provider's 404 for the model is the caller's error."""
+        if not (self.model_from_caller and error.error_class == "model_not_found"):
+            return error
+        return RequestFault(
+            error.error_class,
+            error.message,
+            status=error.status,
+            error_type=error.error_type,
+            error_code=error.error_code,
+            provider_request_id=error.provider_request_id,
         )
 
     async def _after_drill(
@@ -297,7 +319,7 @@ class Chain:
         """What follows a failed attempt: the seconds to wait before retrying the same target
         (None: move on) and the decision's name, recorded on the attempt."""
         move_on = "give_up" if last else "fall_back"
-        if isinstance(error, RequestFault):
+        if isinstance(error, RequestFault | LocalFault):
             return None, "fail_fast"
         if isinstance(error, AccountFault):
             return None, "give_up" if last else "fall_back_now"
@@ -314,10 +336,16 @@ class Chain:
             overloaded = error.error_class == "overloaded"
             wait = backoff_s(self.policy, retry_number=1, rng=self.rng, overloaded=overloaded)
             decision = "retry"
-        # Never sleep past the deadline, and leave the retry enough time to be worth it.
-        if wait + self.policy.min_attempt_budget_s > run.remaining():
+        # Never sleep past the deadline, and leave the retry enough time to be worth it: the
+        # very test the loop makes when the retry begins (deadline − start < minimum), so that
+        # float rounding cannot decide "retry" here and "too late" there.
+        if self._too_little(run.deadline - (run.now() + wait)):
             return None, move_on
         return wait, decision
+
+    def _too_little(self, remaining: float) -> bool:
+        """Whether `remaining` seconds are too few to begin an attempt."""
+        return remaining <= 0 or remaining < self.policy.min_attempt_budget_s
 
     def _emit(self, target: Target, error: AttemptError) -> None:
         event = ChainEvent(

@@ -28,6 +28,8 @@ from engine.config_routes import (  # re-exported: callers import them from engi
     parse_target,
     read_toml,
     table_of,
+    valid_model,
+    valid_name,
 )
 from engine.errors import ConfigError
 from engine.policy import Policy
@@ -37,6 +39,7 @@ from engine.prompts import TargetPrompt
 __all__ = [
     "QUALITY_MODES",
     "Config",
+    "GatewayConfig",
     "ProviderConfig",
     "ReportsConfig",
     "RouteConfig",
@@ -46,6 +49,8 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_target",
+    "valid_model",
+    "valid_name",
 ]
 
 PROVIDER_KINDS = ("anthropic", "openai")
@@ -55,6 +60,7 @@ DEFAULT_BASE_URLS = {
 }
 _TOP_LEVEL = (
     "providers", "routes", "policy", "prices", "prompts", "alerts", "alerting", "reports", "state",
+    "gateway",
 )  # fmt: skip
 _PROVIDER_KEYS = (
     "kind",
@@ -68,6 +74,14 @@ _PROVIDER_KEYS = (
 )
 _PRICE_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "source")
 _STATE_KEYS = ("redis_url", "postgres_url")
+_GATEWAY_KEYS = (
+    "allow_direct_targets",
+    "max_direct_models",
+    "header_timeout_s",
+    "body_timeout_s",
+    "keep_alive_timeout_s",
+    "max_connections",
+)
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -126,6 +140,22 @@ class StateConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """[gateway]: what a caller may name, and how long and how many connections the gateway
+    keeps waiting on callers (docs/deployment.md, "Limits and timeouts")."""
+
+    # False: only routes and the targets they list exist; `provider/model` of anything else is
+    # a 404. True: any model of a configured provider, under the one route label "direct".
+    allow_direct_targets: bool = False
+    max_direct_models: int = 16  # distinct unconfigured models served, then a 404
+    header_timeout_s: float = 10.0  # a request's whole head must arrive within this
+    body_timeout_s: float = 60.0  # its whole body, once the head is in
+    keep_alive_timeout_s: float = 5.0  # an idle keep-alive connection is closed after this
+    # Connections one worker keeps open at once; None: from the descriptor limit at start.
+    max_connections: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     providers: Mapping[str, ProviderConfig]
     routes: Mapping[str, RouteConfig]
@@ -138,6 +168,11 @@ class Config:
     reports: ReportsConfig = field(default_factory=lambda: ReportsConfig())
     state: StateConfig = field(default_factory=lambda: StateConfig())
     prompts: Mapping[str, TargetPrompt] = field(default_factory=dict)
+    gateway: GatewayConfig = field(default_factory=lambda: GatewayConfig())
+
+    def configured_targets(self) -> frozenset[str]:
+        """Every `provider/model` some route lists: the only targets that exist by default."""
+        return frozenset(t.name for route in self.routes.values() for t in route.targets)
 
 
 def load_config(path: str | Path) -> Config:
@@ -179,6 +214,9 @@ def parse_config(
     alerting = parse_alerting(data.get("alerts"), data.get("alerting"), fail, routes=tuple(routes))
     reports = _reports(data.get("reports", {}), fail)
     state = _state(data.get("state", {}), fail)
+    gateway = _gateway(data.get("gateway", {}), fail)
+    if gateway.allow_direct_targets and "direct" in routes:
+        raise fail("routes.direct", 'with allow_direct_targets, "direct" names unrouted models')
     return Config(
         providers=providers,
         routes=routes,
@@ -189,6 +227,7 @@ def parse_config(
         reports=reports,
         state=state,
         prompts=prompts,
+        gateway=gateway,
     )
 
 
@@ -221,8 +260,42 @@ def _state(table: Any, fail: Any) -> StateConfig:
     return StateConfig(url, postgres)
 
 
+def _gateway(table: Any, fail: Any) -> GatewayConfig:
+    table = table_of(table, "gateway", fail)
+    no_unknown(table, _GATEWAY_KEYS, "gateway", fail)
+    defaults = GatewayConfig()
+    allow = table.get("allow_direct_targets", defaults.allow_direct_targets)
+    if not isinstance(allow, bool):
+        raise fail("gateway.allow_direct_targets", "must be true or false")
+
+    def count(key: str, default: int | None, low: int, high: int) -> int | None:
+        value = table.get(key, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise fail(f"gateway.{key}", f"must be a whole number from {low} to {high}")
+        return value
+
+    def seconds(key: str, default: float) -> float:
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
+            raise fail(f"gateway.{key}", "must be a number of seconds in (0, 3600]")
+        return float(value)
+
+    return GatewayConfig(
+        allow_direct_targets=allow,
+        max_direct_models=count("max_direct_models", defaults.max_direct_models, 1, 1000) or 1,
+        header_timeout_s=seconds("header_timeout_s", defaults.header_timeout_s),
+        body_timeout_s=seconds("body_timeout_s", defaults.body_timeout_s),
+        keep_alive_timeout_s=seconds("keep_alive_timeout_s", defaults.keep_alive_timeout_s),
+        max_connections=count("max_connections", None, 16, 1_000_000),
+    )
+
+
 def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
     where = f"providers.{name}"
+    if not valid_name(name):
+        raise fail(where, "a provider name is letters, digits, '.', '_' and '-' (at most 64)")
     table = table_of(table, where, fail)
     if "api_key" in table:
         raise fail(f"{where}.api_key", "keys are never kept in the file; use api_key_env")

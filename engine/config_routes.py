@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,6 +64,23 @@ class RouteConfig:
     options: RouteOptions = field(default_factory=RouteOptions)
 
 
+# Names end up in header values, metric labels, file names and dashboards: printable, no
+# blanks, no control characters. A model may carry the slashes and colons of real model ids
+# ("meta-llama/Llama-3.3-70B", "llama3.1:8b", "anthropic.claude-v2:1"), and the fake
+# providers read a fault from after a "#" ("primary#rate_limit:retry_after=1,reset=date").
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+#=,-]{0,191}")
+
+
+def valid_name(name: str) -> bool:
+    """A route or provider name: letters, digits, `.`, `_`, `-`; at most 64."""
+    return _NAME.fullmatch(name) is not None
+
+
+def valid_model(model: str) -> bool:
+    return _MODEL.fullmatch(model) is not None
+
+
 def parse_target(text: str) -> TargetConfig:
     """`provider/model`; the model part may itself contain slashes (`or/meta-llama/x`)."""
     provider, sep, model = text.partition("/")
@@ -103,6 +121,8 @@ class _RouteContext:
 
 def _route(name: str, table: Any, context: _RouteContext) -> RouteConfig:
     where, fail = f"routes.{name}", context.fail
+    if not valid_name(name):
+        raise fail(where, "a route name is letters, digits, '.', '_' and '-' (at most 64)")
     table = table_of(table, where, fail)
     no_unknown(table, ("targets", *_ROUTE_OPTION_KEYS, *sorted(POLICY_KEYS)), where, fail)
     raw_targets = table.get("targets")
@@ -141,6 +161,8 @@ def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
         raise fail(key, str(exc)) from None
     if target.provider not in context.providers:
         raise fail(key, f"provider {target.provider!r} is not defined in [providers]")
+    if not valid_model(target.model):
+        raise fail(key, f"{target.model!r} is not a model name (no blanks or control characters)")
     return TargetConfig(target.provider, target.model, prompt)
 
 

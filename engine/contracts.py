@@ -26,6 +26,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
+from engine import bounded_json
 from engine.types import Request, Response, Tool, ToolCall
 
 QUALITY_KINDS = ("invalid_json", "schema", "tool_arguments", "unknown_tool")
@@ -99,11 +100,12 @@ class OutputContract:
         if not body:
             return Violation("invalid_json", "the answer is empty")
         try:
-            value = json.loads(body)
-        except json.JSONDecodeError as error:
-            # The decoder's reason and position; never error.doc, which is the whole answer.
-            where = f"line {error.lineno} column {error.colno}"
-            return Violation("invalid_json", f"the answer is not JSON: {error.msg} at {where}")
+            value = bounded_json.loads(body)
+        except bounded_json.JsonRejected as error:
+            # The decoder's reason and position (never the document, which is the answer):
+            # broken JSON, NaN, a lone surrogate, or nesting no caller's parser would take.
+            detail = error.message.removeprefix("not valid JSON: ")
+            return Violation("invalid_json", f"the answer is not JSON: {detail}")
         error = best_match(self._validator.iter_errors(value))
         return None if error is None else Violation("schema", _describe(error))
 
@@ -203,14 +205,49 @@ def _key(schema: Mapping[str, Any]) -> str:
 def _why_not_arguments(call: ToolCall) -> str:
     # `arguments` is None both for broken JSON and for JSON that is not an object ("[1, 2]").
     try:
-        json.loads(call.raw_arguments or "")
+        bounded_json.loads(call.raw_arguments or "")
     except ValueError:
         return "arguments are not JSON"
     return "arguments are not a JSON object"
 
 
 def _describe(error: ValidationError) -> str:
-    return f"{error.json_path}: {error.message}"
+    """Where the answer breaks the schema, and which rule: from the schema, never the answer.
+    jsonschema's own message quotes the failing value ("'CANARY' is not of type 'integer'"),
+    and that value is what the model wrote."""
+    rule = error.validator
+    expected = error.validator_value
+    if rule == "required" and isinstance(error.instance, Mapping):
+        missing = next((k for k in expected if k not in error.instance), expected)
+        return f"{error.json_path}: {_shown(missing)} is a required property"
+    if rule == "additionalProperties" and isinstance(error.instance, Mapping):
+        return f"{error.json_path}: holds properties the schema does not allow"
+    phrase = _RULES.get(str(rule))
+    if phrase is not None:
+        return f"{error.json_path}: {phrase.format(_shown(expected))}"
+    return f"{error.json_path}: breaks {rule!r} ({_shown(expected)})"
+
+
+def _shown(value: Any) -> str:
+    """A value from the schema, as jsonschema's messages show one."""
+    return _clip(repr(value) if isinstance(value, str) else json.dumps(value), 80)
+
+
+_RULES = {
+    "type": "must be of type {}",
+    "enum": "must be one of {}",
+    "const": "must equal {}",
+    "pattern": "must match the pattern {}",
+    "minimum": "must be at least {}",
+    "maximum": "must be at most {}",
+    "exclusiveMinimum": "must be greater than {}",
+    "exclusiveMaximum": "must be less than {}",
+    "minLength": "must be at least {} characters long",
+    "maxLength": "must be at most {} characters long",
+    "minItems": "must have at least {} items",
+    "maxItems": "must have at most {} items",
+    "format": "must be of format {}",
+}
 
 
 def _clip(text: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -24,13 +24,18 @@
     │   │                           answer is unusable (reset after send, read timeout,
     │   │                           truncated or invalid body) → RETRY once on the same target,
     │   │                           then FALL BACK; counts on the breaker
-    │   └── QualityFault            a well-formed answer that breaks the route's output
-    │                               contract or a tool's input schema, on a route that says
-    │                               `on_quality_error = "fall_back"` → RETRY once, then FALL
-    │                               BACK; the breaker hears a success (the provider is up).
-    │                               Other routes return such an answer and record the error
+    │   ├── QualityFault            a well-formed answer that breaks the route's output
+    │   │                           contract or a tool's input schema, on a route that says
+    │   │                           `on_quality_error = "fall_back"` → RETRY once, then FALL
+    │   │                           BACK; the breaker hears a success (the provider is up).
+    │   │                           Other routes return such an answer and record the error
+    │   └── LocalFault              our own failure before anything left for the provider (a
+    │                               request the codec cannot write, a bug in a prompt or an
+    │                               adapter) → STOP: the request fails (400 when its content
+    │                               is at fault, else 500); no retry, no backup (the same
+    │                               request would fail there too), never on a breaker
     └── ChainError                  what a caller of the chain catches
-        ├── RequestFailed           a RequestFault, carrying the provider's error
+        ├── RequestFailed           a RequestFault (the provider's error) or a LocalFault
         └── AllProvidersUnavailable every target failed, was skipped, or the budget ran out;
                                     carries each attempt's error
 
@@ -160,6 +165,25 @@ class QualityFault(AttemptError):
         self.usage = usage  # engine.types.Usage: what the invalid answer cost
 
 
+class LocalFault(AttemptError):
+    """Raised before any byte left for the provider: the provider did nothing, so no breaker
+    and no health score may hear of it. Recorded with fault kind "internal"."""
+
+    decision = Decision.FAIL_FAST
+    fault_kind = "internal"
+    counts_on_breaker = False
+
+    @classmethod
+    def unencodable(cls, message: str) -> LocalFault:
+        """The request holds what no JSON encoder writes (a lone surrogate, a NaN): its
+        content is at fault, as a 400 says."""
+        return cls("unencodable", message, status=400, sent=False)
+
+    @classmethod
+    def internal(cls, message: str) -> LocalFault:
+        return cls("internal", message, status=500, sent=False)
+
+
 class ChainError(SwitchoverError):
     """A request the chain could not answer."""
 
@@ -172,7 +196,12 @@ class RequestFailed(ChainError):
     """The request itself is at fault; `error` is the provider's answer, untranslated."""
 
     def __init__(self, error: AttemptError, attempts: tuple[Attempt, ...] = ()) -> None:
-        super().__init__(f"request rejected by the provider: {error.message}", attempts)
+        lead = (
+            "request not sent"
+            if isinstance(error, LocalFault)
+            else "request rejected by the provider"
+        )
+        super().__init__(f"{lead}: {error.message}", attempts)
         self.error = error
 
 

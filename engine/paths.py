@@ -24,6 +24,25 @@ class DataPaths:
         return self.root / "spool"
 
     @property
+    def recorder_status(self) -> Path:
+        """One status file per recording process (engine.recorder_status), read by the
+        scheduler: beside the spool, not in it, so that a spool that cannot be written does
+        not take the record of its own losses down with it."""
+        return recorder_status_dir(self.spool)
+
+    @property
+    def recorder_status_fallback(self) -> Path:
+        """Where a recorder's status goes when `recorder_status` cannot be written (a read-only
+        data folder with the spool on a volume of its own)."""
+        return recorder_status_fallback_dir(self.spool)
+
+    @property
+    def scheduler_status(self) -> Path:
+        """What the scheduler is doing (running, waiting for the database), for the
+        dashboard: engine.store.scheduler_status."""
+        return self.published / "scheduler.json"
+
+    @property
     def database(self) -> Path:
         return self.root / "switchover.duckdb"
 
@@ -54,3 +73,12 @@ class DataPaths:
     @property
     def reports(self) -> Path:
         return self.root / "reports"
+
+
+def recorder_status_dir(spool: Path) -> Path:
+    """The status folder of the recorders writing to `spool` (a recorder knows only its spool)."""
+    return Path(spool).parent / "recorder-status"
+
+
+def recorder_status_fallback_dir(spool: Path) -> Path:
+    return Path(spool) / ".status"  # dot-prefixed: ingest and telemetry_lag skip it

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine import bounded_json
 from engine.types import Request, Response, Text, ToolCall, ToolResult
 
 __all__ = [
@@ -336,8 +337,8 @@ def _mask_tool_call(call: ToolCall, fn: Callable[[str], str]) -> ToolCall:
     raw = call.raw_arguments
     if raw is not None:
         try:
-            parsed = json.loads(raw)
-        except ValueError:
+            parsed = bounded_json.loads(raw)
+        except ValueError:  # JsonRejected too: not JSON any provider takes, masked as text
             raw = fn(raw)
         else:
             # The same arguments twice: mask once (one occurrence counted, one placeholder

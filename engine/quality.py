@@ -10,9 +10,9 @@ already, so a stream never falls back on quality, it records.
 
 from __future__ import annotations
 
-import json
 import logging
 
+from engine import bounded_json
 from engine.contracts import OutputContract, check_answer
 from engine.errors import QualityFault
 from engine.types import (
@@ -83,7 +83,7 @@ class StreamedAnswer:
 
 def _object(raw: str) -> dict | None:
     try:
-        value = json.loads(raw or "{}")  # a call with no arguments streams no fragment
+        value = bounded_json.loads(raw or "{}")  # a call with no arguments streams none
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -10,14 +10,16 @@ a file appears under its final name only once it is complete and fsynced. `<name
 It must never raise into the chain, do I/O or pricing on the caller's thread, or grow without
 bound. When the spool cannot be written (disk full, folder unwritable or gone), the attempts stay
 buffered and are retried every interval; beyond `max_buffered` the oldest are dropped and
-counted. Failures are logged at most once a minute and counted in `stats()`.
+counted. Failures are logged at most once a minute, counted in `stats()` (/metrics, /v1/status)
+and told to the scheduler in a status file (engine.recorder_status), so that losses alert.
 
 Exit: `close()` stops the flusher and writes everything; it runs from `atexit` too. SIGINT
 already becomes KeyboardInterrupt, so atexit runs. For SIGTERM, when the process still has the
 default handler (which kills it without atexit) and the recorder is created on the main thread,
 a handler raising SystemExit(143) is installed so that atexit runs. An application's own handler
 is never replaced: uvicorn installs one and exits cleanly, so atexit runs there too. SIGKILL, a
-crash or power loss lose what is buffered (at most `flush_interval_s` of attempts).
+crash or power loss lose what is buffered (at most `flush_interval_s` of attempts). What
+`close()` cannot write is counted as dropped (`lost_at_exit`) and its status file says so.
 
 A Recorder belongs to the process that created it: after a fork, create a new one in the child.
 
@@ -38,7 +40,6 @@ import signal
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -50,6 +51,7 @@ import pyarrow.parquet as pq
 from engine import records
 from engine.breaker_events import EVENTS_DIR, BreakerEvent, write_events
 from engine.clock import Clock, SystemClock
+from engine.recorder_status import RecorderStats, RecorderStatus, StatusFile, redact
 from engine.types import Attempt
 
 __all__ = ["AttemptPricer", "AttemptSink", "Recorder", "RecorderStats"]
@@ -77,17 +79,6 @@ class AttemptSink(Protocol):
     def write(self, table: pa.Table) -> int: ...
 
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RecorderStats:
-    buffered: int  # recorded, not yet in a spool file (including a batch being written)
-    written: int  # rows in spool files (or handed to the sink)
-    files: int  # spool files (or batches) written
-    dropped: int  # oldest attempts discarded beyond max_buffered, or rows Arrow rejected
-    failed_flushes: int
-    last_error: str | None
-    last_flush_at: datetime | None  # UTC, the last successful write
 
 
 class Recorder:
@@ -121,6 +112,8 @@ class Recorder:
         # Held only to drop and count (the hook, on overflow only, and the flusher), for µs.
         self._drop_lock = threading.Lock()
         self._in_flight = self._written = self._files = self._dropped = self._failed = 0
+        self._rejected = self._lost = 0  # of _dropped: not valid rows; buffered at close
+        self._status = StatusFile(self.spool_dir, f"{records.HOST}-{os.getpid()}-{_START_MS}")
         self._failing = False
         self._closed = False
         self._last_error: str | None = None
@@ -161,6 +154,8 @@ class Recorder:
             failed_flushes=self._failed,
             last_error=self._last_error,
             last_flush_at=self._last_flush_at,
+            failing=self._failing,
+            lost_at_exit=self._lost,
         )
 
     def flush(self) -> int:
@@ -179,10 +174,23 @@ class Recorder:
         self._wake.set()
         self._thread.join()
         self.flush()
-        if self._buffer:
-            log.error("%d attempts could not be spooled and are lost", len(self._buffer))
+        if lost := self._discard_unwritten():
+            log.error("%d attempts could not be spooled and are lost: %s", lost, self._last_error)
+        with self._write_lock:
+            self._report_status(closed=True)
         if self.sink is not None:
             self.sink.close()
+
+    def _discard_unwritten(self) -> int:
+        """Count what is still buffered as lost (kept, it could be written after all)."""
+        lost = 0
+        with self._drop_lock:
+            with contextlib.suppress(IndexError):  # a flush() raced us to it
+                for _ in range(len(self._buffer)):  # what the hook appends meanwhile stays
+                    self._buffer.popleft()
+                    lost += 1
+            self._dropped, self._lost = self._dropped + lost, self._lost + lost
+        return lost
 
     # --- the flusher thread --------------------------------------------------------------
 
@@ -226,7 +234,27 @@ class Recorder:
                 self._warn("write", "cannot fsync the spool folder %s: %r", self.spool_dir, error)
         self._drop_oldest()
         self._write_events()
+        self._report_status()
         return written
+
+    def _report_status(self, *, closed: bool = False) -> None:
+        status = RecorderStatus(  # a few hundred bytes, when the trouble changed; off the hook
+            process=self._status.name, host=records.HOST, pid=os.getpid(),
+            destination="sink" if self.sink is not None else str(self.spool_dir),
+            buffered=len(self._buffer) + self._in_flight, written=self._written,
+            dropped=self._dropped, rejected=self._rejected, lost_at_exit=self._lost,
+            failed_flushes=self._failed, failing=self._failing, last_error=self._last_error,
+            last_flush_at=self._last_flush_at, closed=closed,
+        )  # fmt: skip
+        try:
+            error = self._status.update(status, max_buffered=self.max_buffered, final=closed)
+        except Exception:  # never let the report of trouble become trouble of its own
+            log.exception("recorder status update failed unexpectedly")
+            return
+        if error and closed:  # the last word: the loss is only in this line now
+            log.error("cannot write the recorder's status (%d lost): %s", self._dropped, error)
+        elif error:
+            self._warn("write", "cannot write the recorder's status: %s", error)
 
     def _write_events(self) -> None:
         events = list(self._events)
@@ -293,6 +321,7 @@ class Recorder:
                 rows.append(row)
             with self._drop_lock:
                 self._dropped += len(batch) - len(rows)
+                self._rejected += len(batch) - len(rows)
             self._warn("rows", "dropped %d records that are not valid rows", len(batch) - len(rows))
             return records.to_table(rows)
 
@@ -308,7 +337,7 @@ class Recorder:
     def _fail(self, error: Exception) -> None:
         self._failed += 1
         self._failing = True
-        self._last_error = f"{type(error).__name__}: {error}"
+        self._last_error = redact(f"{type(error).__name__}: {error}")
         self._warn(
             "write",
             "cannot write the spool in %s (%s); %d attempts kept for retry, %d dropped so far",

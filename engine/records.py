@@ -71,6 +71,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("provider_request_id", pa.string(), "VARCHAR"),
     Column("prompt_version", pa.string(), "VARCHAR"),  # added by migration 5
     Column("quality_error", pa.string(), "VARCHAR"),  # added by migration 5
+    # Stream events skipped because their data did not parse; NULL in rows from before
+    # migration 7, whose spool files lack it.
+    Column("unreadable_events", pa.int32(), "INTEGER"),
 )
 
 ARROW_SCHEMA = pa.schema([pa.field(c.name, c.arrow) for c in COLUMNS])
@@ -120,6 +123,7 @@ def to_row(attempt: Attempt, cost: Decimal | None, price_source: str | None) -> 
         "provider_request_id": attempt.provider_request_id,
         "prompt_version": attempt.prompt_version,
         "quality_error": attempt.quality_error,
+        "unreadable_events": attempt.unreadable_events,
     }
 
 

@@ -14,6 +14,7 @@ Nothing else may open the database file; everything else reads `data/published/`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -37,6 +38,8 @@ from engine.store.db import open_store
 from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
 from engine.store.readiness import report_drills, take_in
 from engine.store.rollups import forget_baselines, refresh
+from engine.store.scheduler_status import DATABASE_RETRY_S, open_when_free, write_status
+from engine.store.telemetry import take_in as take_in_telemetry
 
 if TYPE_CHECKING:
     from engine.store.postgres import PostgresSource
@@ -116,16 +119,23 @@ class Pipeline:
         self.paths = paths
         self.pricer = pricer or Pricer()
         self.now = now
-        self.watch = watch or Watch(alerting or AlertingConfig(), paths)
-        self.con = open_store(paths.database)
-        self.postgres: PostgresSource | None = None
-        if postgres_url:
-            from engine.store.postgres import PostgresSource
+        self.con = open_store(paths.database)  # StoreLockedError: see `open_when_free`
+        try:
+            self.watch = watch or Watch(alerting or AlertingConfig(), paths)
+            self.postgres: PostgresSource | None = None
+            if postgres_url:
+                from engine.store.postgres import PostgresSource
 
-            self.postgres = PostgresSource(postgres_url)
+                self.postgres = PostgresSource(postgres_url)
+            paths.published.mkdir(parents=True, exist_ok=True)
+        except BaseException:  # a retry in this process must find the file free
+            self.con.close()
+            raise
         self._postgres_down = False
-        paths.spool.mkdir(parents=True, exist_ok=True)
-        paths.published.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a file in its place: the spool check reports it
+            paths.spool.mkdir(parents=True, exist_ok=True)
+        self._spool_error: str | None = None
+        self.started_at = now()
         self._day_refreshed_until: datetime | None = None
         self._published_at: datetime | None = None
         # One job at a time on the connection: the last cycle at shutdown runs on the main
@@ -147,15 +157,7 @@ class Pipeline:
 
     def _cycle(self) -> CycleReport:
         started = self.now()
-        files = rows = 0
-        oldest: datetime | None = None
-        while True:  # drain: a backlog (the scheduler was down) is ingested in one cycle
-            ingested = ingest_spool(self.con, self.paths.spool)
-            files, rows = files + ingested.files, rows + ingested.rows
-            if ingested.oldest is not None and (oldest is None or ingested.oldest < oldest):
-                oldest = ingested.oldest
-            if not ingested.more:
-                break
+        files, rows, oldest, events = self._ingest_spool()
         while self.postgres is not None:  # the same, from PostgreSQL, 50,000 rows at a time
             pulled = self._pull()
             rows += pulled.rows
@@ -163,7 +165,6 @@ class Pipeline:
                 oldest = pulled.oldest
             if not pulled.more:
                 break
-        events = ingest_events(self.con, self.paths.spool / EVENTS_DIR)
         # Drills first: the rollups tell a drill's fallbacks from a provider's trouble.
         readiness_changed = self._readiness(started)
         since = started - MINUTE_LOOKBACK
@@ -176,15 +177,57 @@ class Pipeline:
                 refresh(self.con, grain, lo, hi, self._prices, now=started)
         if oldest is not None and oldest < started - timedelta(hours=1):
             self._day_refreshed_until = None  # late data: the day rollups catch up as well
+        self._telemetry(started)  # before the alerts: telemetry_lag and _loss read its tables
         alerts_changed = self._watch(started, late) or readiness_changed
         stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
         if rows or events or alerts_changed or stale:
             self.publish(started)
             self._published_at = started
+        self._heartbeat(started)
         report = CycleReport(files, rows, since, (self.now() - started).total_seconds())
         if rows:
             log.debug("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
         return report
+
+    def _ingest_spool(self) -> tuple[int, int, datetime | None, int]:
+        """Spool files and breaker events into the store: (files, rows, oldest attempt, event
+        files). A spool that cannot be listed (not a folder, no permission) is logged once
+        until it can, never raised: the alerts must still run to say so."""
+        files = rows = events = 0
+        oldest: datetime | None = None
+        try:
+            while True:  # drain: a backlog (the scheduler was down) is ingested in one cycle
+                ingested = ingest_spool(self.con, self.paths.spool)
+                files, rows = files + ingested.files, rows + ingested.rows
+                if ingested.oldest is not None and (oldest is None or ingested.oldest < oldest):
+                    oldest = ingested.oldest
+                if not ingested.more:
+                    break
+            events = ingest_events(self.con, self.paths.spool / EVENTS_DIR)
+        except OSError as error:
+            text = f"{type(error).__name__}: {error}"
+            if text != self._spool_error:
+                log.error("cannot read the spool %s, retrying every cycle: %s", self.paths.spool,
+                          text)  # fmt: skip
+            self._spool_error = text
+            return files, rows, oldest, events
+        if self._spool_error is not None:
+            log.info("reading the spool %s again", self.paths.spool)
+        self._spool_error = None
+        return files, rows, oldest, events
+
+    def _telemetry(self, now: datetime) -> None:
+        """The spool check and the recorders' status files (engine.store.telemetry)."""
+        try:
+            take_in_telemetry(self.con, self.paths, now)
+        except Exception:
+            log.exception("taking in the recorders' status failed; tried again next cycle")
+
+    def _heartbeat(self, now: datetime) -> None:
+        """`published/scheduler.json`: running, as of this cycle (the dashboard's sidebar)."""
+        with contextlib.suppress(OSError):  # publishing fails on that folder too, and says so
+            write_status(self.paths.scheduler_status, "running", self.paths.database,
+                         self.started_at, now)  # fmt: skip
 
     def _pull(self) -> IngestResult:
         """One batch from PostgreSQL. Its being down is logged (once until it is back), never
@@ -234,7 +277,8 @@ class Pipeline:
         for lo, hi in _chunks(min(since, now), now):
             refresh(self.con, "day", lo, hi, self._prices)
         self._day_refreshed_until = now - timedelta(hours=1)
-        prune_ledger(self.con, self.paths.spool, now=now)
+        with contextlib.suppress(OSError):  # a spool that cannot be listed: the cycle says so
+            prune_ledger(self.con, self.paths.spool, now=now)
         self._prune_postgres(now)
         # For the weekly reports: which failures, per provider and day (attempts are published
         # for 24 h only). A scan of the month's attempts, so here and not every cycle.
@@ -306,13 +350,31 @@ def run_scheduler(
     alerting: AlertingConfig | None = None,
     reports: ReportsConfig | None = None,
     postgres_url: str | None = None,
+    retry_s: float = DATABASE_RETRY_S,
 ) -> None:
-    """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed."""
-    pipeline = Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url)
+    """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed. While
+    the database cannot be opened, wait for it (`open_when_free`) instead of exiting."""
     reports = reports or ReportsConfig()
     scheduler = BlockingScheduler(
         executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone=UTC
     )
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        log.info("stopping the scheduler (signal %d)", signum)
+        stopping.set()
+        if scheduler.running:
+            scheduler.shutdown(wait=False)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    pipeline = open_when_free(
+        lambda: Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url),
+        paths, stop=stopping, retry_s=retry_s,
+    )  # fmt: skip
+    if pipeline is None:
+        _stopped(paths)
+        return
     jobs = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 60}
     scheduler.add_job(pipeline.cycle, "interval", seconds=cycle_s, id="cycle",
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
@@ -320,20 +382,21 @@ def run_scheduler(
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     scheduler.add_job(weekly_report, "cron", args=(paths, reports), day_of_week=reports.day,
                       hour=reports.hour, id="weekly report", **jobs)  # fmt: skip
-
-    def stop(signum: int, frame: object) -> None:
-        log.info("stopping the scheduler (signal %d)", signum)
-        scheduler.shutdown(wait=False)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)
     if pipeline.postgres is not None:
         log.info("pulling attempts from %s", pipeline.postgres)
     try:
-        scheduler.start()  # blocks until shutdown
+        if not stopping.is_set():  # a signal while the database was being opened
+            scheduler.start()  # blocks until shutdown
     finally:
         try:
             pipeline.cycle()  # what the writers flushed while we were stopping
         finally:
             pipeline.close()
+            _stopped(paths)
+
+
+def _stopped(paths: DataPaths) -> None:
+    now = datetime.now(UTC)
+    with contextlib.suppress(OSError):
+        write_status(paths.scheduler_status, "stopped", paths.database, now, now)

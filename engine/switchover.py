@@ -32,6 +32,8 @@ from engine.config import (
     TargetConfig,
     load_config,
     parse_target,
+    valid_model,
+    valid_name,
 )
 from engine.errors import ConfigError
 from engine.health_scores import HealthScores, MemoryHealthScores, RedisHealthScores
@@ -42,11 +44,14 @@ from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import Provider
 from engine.providers.openai import OpenAIProvider
 from engine.recorder import AttemptSink, Recorder
+from engine.scrub import Scrubber
 from engine.switches import RedisTargetSwitches, Switches, TargetSwitches
 from engine.types import Message, Request, Response, StreamEvent
 
 T = TypeVar("T")
 Prompt = str | Request | Sequence[Message]
+# The route label of every unconfigured `provider/model` ([gateway] allow_direct_targets).
+DIRECT_ROUTE = "direct"
 
 
 def build_provider(
@@ -90,6 +95,8 @@ class Switchover:
         records nothing beyond the hooks given."""
         self.config = config
         self.paths = record_to  # the data folder, when this instance records
+        # Every provider key this instance reads, to keep out of anything stored or sent.
+        self.scrub = Scrubber.for_config(config, environ)
         self.clock = clock or SystemClock()
         self.hooks: list[AttemptHook] = list(hooks)
         self.recorder: Recorder | None = None
@@ -118,6 +125,7 @@ class Switchover:
         self._chains: dict[str, Chain] = {
             name: self._route_chain(route) for name, route in config.routes.items()
         }
+        self._direct_models: set[str] = set()  # `provider/model`s served under "direct"
         self._loop_thread: _LoopThread | None = None
 
     @classmethod
@@ -125,20 +133,51 @@ class Switchover:
         return cls(load_config(path), **kwargs)
 
     def chain(self, model: str) -> Chain:
-        """The chain for a route name, or a one-target chain for `provider/model`."""
-        if model in self._chains:
-            return self._chains[model]
+        """The chain for a route name, or a one-target chain for a `provider/model` that a
+        route lists. Any other name is a ConfigError (the gateway's 404), unless `[gateway]
+        allow_direct_targets` admits it, under the route label "direct", up to
+        `max_direct_models` distinct models: what a caller can name is bounded by the
+        configuration, and so are the chains, breakers and metric series it creates."""
+        chain = self._chains.get(model)
+        if chain is not None:
+            return chain
+        target = self._direct_target(model)
+        direct = target.name not in self.config.configured_targets()
+        if direct:
+            self._direct_models.add(target.name)
+            chain = self._chain(DIRECT_ROUTE, [target], self.config.policy, model_from_caller=True)
+        else:
+            chain = self._chain(model, [target], self.config.policy)
+        self._chains[model] = chain
+        return chain
+
+    def _direct_target(self, model: str) -> TargetConfig:
+        """The target a `provider/model` name stands for, or a ConfigError saying why not."""
+        shown = model[:64] + ("…" if len(model) > 64 else "")
         try:
             target = parse_target(model)
         except ValueError:
-            routes = ", ".join(sorted(self._chains)) or "none configured"
+            target = None
+        if target is None or not valid_name(target.provider) or not valid_model(target.model):
+            routes = ", ".join(sorted(self.config.routes)) or "none configured"
+            raise ConfigError(f"unknown model {shown!r}: name a route ({routes})")
+        gateway = self.config.gateway
+        if target.name in self.config.configured_targets():
+            return target
+        if not gateway.allow_direct_targets:
             raise ConfigError(
-                f"unknown model {model!r}: name a route ({routes}) or provider/model"
-            ) from None
+                f"unknown model {shown!r}: it is not a route or a target of one "
+                f"(routes: {', '.join(sorted(self.config.routes)) or 'none configured'})"
+            )
         if target.provider not in self.providers:
-            raise ConfigError(f"unknown provider {target.provider!r} in {model!r}")
-        self._chains[model] = self._chain(model, [target], self.config.policy)
-        return self._chains[model]
+            raise ConfigError(f"unknown provider {target.provider[:64]!r} in {shown!r}")
+        if len(self._direct_models) >= gateway.max_direct_models:
+            raise ConfigError(
+                f"unknown model {shown!r}: this gateway already serves "
+                f"{gateway.max_direct_models} direct models ([gateway] max_direct_models); "
+                "add it to a route"
+            )
+        return target
 
     def _route_chain(self, route: RouteConfig) -> Chain:
         options = route.options
@@ -176,6 +215,7 @@ class Switchover:
             clock=self.clock,
             hooks=self.hooks,
             event_hooks=self.event_hooks,
+            scrub=self.scrub,
             **options,
         )
 

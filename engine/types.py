@@ -240,6 +240,7 @@ class MessageEnd:
     model: str = ""
     provider_request_id: str | None = None
     attempts: tuple[Attempt, ...] = ()  # filled in by the chain
+    unreadable_events: int = 0  # events skipped because their data did not parse (row 26)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +317,7 @@ class Attempt:
     provider_request_id: str | None = None
     prompt_version: str | None = None  # the target's own prompt ([prompts]) that was sent
     quality_error: str | None = None  # "kind: message" when the answer broke its contract
+    unreadable_events: int = 0  # stream events skipped because their data did not parse
 
     def replace(self, **changes: Any) -> Attempt:
         return dataclasses.replace(self, **changes)

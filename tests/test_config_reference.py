@@ -19,6 +19,7 @@ KEYS = sorted(
         *POLICY_KEYS,
         *config._PRICE_KEYS,
         *config._STATE_KEYS,
+        *config._GATEWAY_KEYS,
         *config._REPORTS_KEYS,
         *rules._RULE_KEYS,
         *rules._RECEIVER_KEYS,

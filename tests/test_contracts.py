@@ -68,7 +68,7 @@ def test_an_empty_answer_is_an_invalid_json_violation():
 def test_json_failing_the_schema_is_a_schema_violation_naming_the_path():
     violation = OutputContract(INVOICE).check_text('{"amount": "abc", "currency": "EUR"}')
     assert violation is not None
-    assert str(violation) == "schema: $.amount: 'abc' is not of type 'number'"
+    assert str(violation) == "schema: $.amount: must be of type 'number'"
 
 
 def test_a_missing_required_property_is_a_schema_violation():
@@ -135,10 +135,7 @@ def test_draft_07_is_honoured_when_the_schema_says_so():
         OutputContract(pair)
     contract = OutputContract({"$schema": DRAFT_07, **pair})
     assert contract.check_text('["EUR", 12.5]') is None
-    assert (
-        str(contract.check_text('["EUR", "12.5"]'))
-        == "schema: $[1]: '12.5' is not of type 'number'"
-    )
+    assert str(contract.check_text('["EUR", "12.5"]')) == "schema: $[1]: must be of type 'number'"
 
 
 def test_contracts_with_the_same_schema_are_equal():
@@ -172,9 +169,7 @@ def test_tool_call_arguments_missing_a_required_property_are_a_tool_arguments_vi
 
 def test_tool_call_arguments_of_the_wrong_type_are_a_tool_arguments_violation():
     violation = check_tool_calls([call({"city": "Oslo", "days": "three"})], [WEATHER])
-    assert str(violation) == (
-        "tool_arguments: call get_weather: $.days: 'three' is not of type 'integer'"
-    )
+    assert str(violation) == ("tool_arguments: call get_weather: $.days: must be of type 'integer'")
 
 
 def test_a_call_to_a_tool_that_was_not_offered_is_an_unknown_tool_violation():

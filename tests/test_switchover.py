@@ -21,4 +21,4 @@ def test_a_hook_added_later_reaches_the_routes_and_single_target_chains():
     seen = []
     sw.add_hook(seen.append)
     assert seen.append in sw.chain("support").hooks
-    assert seen.append in sw.chain("gpt/gpt-4o").hooks
+    assert seen.append in sw.chain("gpt/gpt-4.1-mini").hooks

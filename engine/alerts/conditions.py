@@ -4,50 +4,23 @@
 target or provider). A rule missing from the result failed to evaluate and keeps its alerts as
 they are; a rule present with no observation has nothing firing, so its alerts resolve.
 Request-level figures come from the minute rollups (refreshed in the same cycle just before),
-latency and credentials from the attempts, breakers from their events, lag from the spool.
+latency and credentials from the attempts, breakers from their events, lag from the spool and
+the telemetry health tables (engine.store.telemetry), losses from those tables.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
 
-import duckdb
-
+from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
 from engine.alerts.rules import Rule
-from engine.breaker_events import EVENTS_DIR
+from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
 from engine.money import format_usd
 
 log = logging.getLogger("switchover.alerts")
-
-# A process that recorded nothing for this long is gone (restarted, scaled down): its breakers
-# went with it and no longer count as open.
-PROCESS_GONE_AFTER = timedelta(minutes=10)
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    rule: Rule
-    subject: str  # a route, target or provider; "all routes"; "spool"
-    value: float  # in rule.unit
-    summary: str  # one line a person acts on, with the numbers
-    cost_usd: Decimal | None = None  # what the condition cost in its window, where it has one
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    con: duckdb.DuckDBPyConnection
-    now: datetime
-    spool_dir: Path
-    wall: Callable[[], float] = time.time  # file ages are measured against the real clock
-
-    def since(self, rule: Rule) -> datetime:
-        return self.now - timedelta(seconds=rule.window_s)
 
 
 def evaluate(rules: Iterable[Rule], ctx: Context) -> dict[str, list[Observation]]:
@@ -64,11 +37,6 @@ def _route_filter(rule: Rule) -> tuple[str, dict[str, object]]:
     if not rule.routes:
         return "", {}
     return " AND route IN (SELECT unnest($routes))", {"routes": list(rule.routes)}
-
-
-def _window(rule: Rule) -> str:
-    minutes = rule.window_s / 60
-    return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
 
 
 def _usd(value: Decimal | float | None) -> str:
@@ -106,7 +74,7 @@ def _fallback_rate(rule: Rule, ctx: Context) -> list[Observation]:
         if rate > rule.threshold:
             summary = (
                 f"{route}: {rate:.1f} % of {requests} requests answered by a backup in the "
-                f"last {_window(rule)} (threshold {rule.threshold:g} %); fallback premium "
+                f"last {window_text(rule)} (threshold {rule.threshold:g} %); fallback premium "
                 f"{_usd(premium)}, wasted {_usd(wasted)}"
             )
             fired.append(Observation(rule, route, rate, summary, premium + wasted))
@@ -119,7 +87,7 @@ def _unavailable(rule: Rule, ctx: Context) -> list[Observation]:
         if unavailable and unavailable >= max(rule.threshold, 1):
             summary = (
                 f"{route}: {unavailable} of {requests} requests failed with every provider "
-                f"unavailable in the last {_window(rule)}; wasted {_usd(wasted)}"
+                f"unavailable in the last {window_text(rule)}; wasted {_usd(wasted)}"
             )
             fired.append(Observation(rule, route, float(unavailable), summary, wasted))
     return fired
@@ -143,7 +111,7 @@ def _request_faults(rule: Rule, ctx: Context) -> list[Observation]:
         if rate > rule.threshold and rate >= rule.baseline_factor * baseline:
             summary = (
                 f"{route}: {faults} of {requests} requests refused as malformed in the last "
-                f"{_window(rule)} ({rate:.1f} %, usually {baseline:.1f} %): often a change in "
+                f"{window_text(rule)} ({rate:.1f} %, usually {baseline:.1f} %): often a change in "
                 "the provider's API or in the caller's requests; the breaker ignores these"
             )
             fired.append(Observation(rule, route, rate, summary))
@@ -163,7 +131,7 @@ def _money_per_hour(column: str, what: str) -> Callable[[Rule, Context], list[Ob
             return []
         subject = ", ".join(rule.routes) or "all routes"
         summary = (
-            f"{subject}: {what} at {_usd(per_hour)}/h over the last {_window(rule)} "
+            f"{subject}: {what} at {_usd(per_hour)}/h over the last {window_text(rule)} "
             f"(budget {_usd(rule.threshold)}/h); {_usd(total)} so far"
         )
         return [Observation(rule, subject, per_hour, summary, total)]
@@ -192,7 +160,7 @@ def _latency_p99(rule: Rule, ctx: Context) -> list[Observation]:
         if requests >= max(rule.min_requests, 1) and p99 > rule.threshold:
             summary = (
                 f"{route}: p99 request latency {p99 / 1000:.1f} s over {requests} requests in "
-                f"the last {_window(rule)} (threshold {rule.threshold / 1000:g} s)"
+                f"the last {window_text(rule)} (threshold {rule.threshold / 1000:g} s)"
             )
             fired.append(Observation(rule, route, p99, summary))
     return fired
@@ -282,34 +250,6 @@ def _breaker_open(rule: Rule, ctx: Context) -> list[Observation]:
     return fired
 
 
-def _telemetry_lag(rule: Rule, ctx: Context) -> list[Observation]:
-    oldest: float | None = None
-    for folder, suffix in ((ctx.spool_dir, ".parquet"), (ctx.spool_dir / EVENTS_DIR, ".jsonl")):
-        try:
-            entries = list(folder.iterdir())
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.name.endswith(suffix):
-                continue
-            try:
-                mtime = entry.stat().st_mtime
-            except FileNotFoundError:  # ingested meanwhile
-                continue
-            oldest = mtime if oldest is None else min(oldest, mtime)
-    if oldest is None:
-        return []
-    age = ctx.wall() - oldest
-    if age <= rule.threshold:
-        return []
-    summary = (
-        f"spool: the oldest attempt file has waited {age:.0f} s to be ingested (threshold "
-        f"{rule.threshold:g} s): the scheduler is failing or overloaded; the dashboard and "
-        "alerts lag behind"
-    )
-    return [Observation(rule, "spool", age, summary)]
-
-
 _EVALS = """
 WITH latest AS (SELECT route, arg_max(run_id, finished_at) AS run_id FROM eval_runs GROUP BY route)
 SELECT r.route, e.target, count(*)::BIGINT AS cases, count(*) FILTER (e.passed)::BIGINT,
@@ -354,6 +294,7 @@ _KINDS: dict[str, Callable[[Rule, Context], list[Observation]]] = {
     "latency_p99": _latency_p99,
     "credential": _credential,
     "breaker_open": _breaker_open,
-    "telemetry_lag": _telemetry_lag,
+    "telemetry_lag": telemetry_lag,
+    "telemetry_loss": telemetry_loss,
     "eval_pass_rate": _eval_pass_rate,
 }

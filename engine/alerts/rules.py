@@ -40,7 +40,8 @@ UNITS = {
     "spend": "USD/h",  # cost of every attempt, all routes
     "latency_p99": "ms",  # request latency (first attempt to last byte), per route
     "request_faults": "%",  # requests refused as malformed ÷ requests, per route
-    "telemetry_lag": "s",  # age of the oldest spool file the scheduler has not ingested
+    "telemetry_lag": "s",  # how long attempts wait outside the store (files, spool, recorder)
+    "telemetry_loss": "attempts",  # attempts a process's recorder discarded in the window
     "eval_pass_rate": "%",  # a backup's pass rate in its route's latest eval (0: the run's min)
 }
 KINDS = tuple(UNITS)
@@ -115,7 +116,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          description="Over 5 % of a route's requests refused as malformed in 15 min, 3× its "
          "usual rate: often a provider API change."),
     Rule("telemetry-lag", "telemetry_lag", "critical", 120, 0,
-         description="Spool files waiting over 2 min: the telemetry pipeline is failing."),
+         description="Attempts held back from the store over 2 min (spool files not ingested, "
+         "a spool that cannot be written, a recorder whose writes fail): telemetry is failing."),
+    Rule("telemetry-loss", "telemetry_loss", "critical", 0, 3600,
+         description="A process lost attempts before they reached the spool (buffer full while "
+         "writes failed, or still buffered at exit) in the last hour."),
     Rule("eval-below-minimum", "eval_pass_rate", "warning", 0, 0,
          description="A backup passes fewer of its route's eval cases than the route's minimum "
          "(the latest `switchover eval` run): falling back to it trades unavailability for "

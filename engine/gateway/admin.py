@@ -17,7 +17,6 @@ development); a caller's gateway key never unlocks them. Answers and errors are 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection
 from datetime import timedelta
@@ -27,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from engine import bounded_json
 from engine.drills import DrillError, active_drills, end_drill, start_drill
 from engine.gateway.dialects.base import dumps
 from engine.gateway.httputil import key_accepted
@@ -116,7 +116,9 @@ class _Admin:
             return refused
         body, problem = await _body(request)
         seconds = body.get("for_s")
-        if problem is None and (not isinstance(seconds, int | float) or isinstance(seconds, bool)):
+        # A number a timedelta can hold (NaN and 1e300 cannot); how long is start_drill's call.
+        usable = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if problem is None and not (usable and abs(seconds) < 1e9):  # NaN fails the comparison
             problem = "give the drill's length in seconds as for_s"
         if problem is not None:
             return _error(400, problem)
@@ -179,15 +181,20 @@ def _check(sw: Switchover, target: Any, route: Any, reason: Any) -> str | None:
 
 
 async def _body(request: Request) -> tuple[dict[str, Any], str | None]:
+    """The body as a JSON object of plain values: an operator's fields are strings and
+    numbers, so anything nested deeper than a few levels is refused with them."""
     raw = await request.body()
     if len(raw) > _MAX_BODY:
         return {}, "request body too large"
     try:
-        body = json.loads(raw or b"{}")
-    except ValueError:
-        return {}, "the body is not JSON"
+        body = bounded_json.loads(raw or b"{}", max_depth=4)
+    except bounded_json.JsonRejected as exc:
+        return {}, f"the body is not JSON an admin call takes: {exc.message}"
     if not isinstance(body, dict):
         return {}, "the body must be a JSON object"
+    for key in ("target", "route", "reason", "by", "drill_id"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            return {}, f"{key} must be a string"
     return body, None
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -45,7 +46,6 @@ from engine.gateway.errors import Failure, failure_for, local
 from engine.gateway.httputil import (
     GONE,
     ClosingStream,
-    Scrubber,
     caller_budget_s,
     header_safe,
     key_accepted,
@@ -59,6 +59,7 @@ from engine.gateway.observability import (
     models_document,
     status_document,
 )
+from engine.gateway.protocol import OriginForm
 from engine.pricing import Pricer
 from engine.switchover import Switchover
 from engine.types import Attempt, MessageEnd, StreamError, StreamStart
@@ -96,12 +97,11 @@ def create_app(
     sw: Switchover,
     settings: GatewaySettings | None = None,
     *,
-    environ: Mapping[str, str] | None = None,
     owns: bool = False,
 ) -> Starlette:
-    """The ASGI app over `sw`. `environ` is where the providers' keys came from (they are
-    scrubbed from every message); `owns`: close `sw` when the app shuts down."""
-    gateway = Gateway(sw, settings or GatewaySettings(), Scrubber.for_providers(sw, environ))
+    """The ASGI app over `sw` (whose scrubber keeps its providers' keys out of every message);
+    `owns`: close `sw` when the app shuts down."""
+    gateway = Gateway(sw, settings or GatewaySettings())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -125,19 +125,20 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: gateway.http_error, Exception: gateway.crashed},
+        middleware=[Middleware(OriginForm)],  # `POST http://host/v1/messages` is /v1/messages
     )
     app.state.gateway = gateway
     return app
 
 
 class Gateway:
-    def __init__(self, sw: Switchover, settings: GatewaySettings, scrub: Scrubber) -> None:
+    def __init__(self, sw: Switchover, settings: GatewaySettings) -> None:
         self.sw = sw
         self.settings = settings
-        self.metrics = Metrics(pricer=Pricer.from_config(sw.config))
+        self.metrics = Metrics(pricer=Pricer.from_config(sw.config), recorder=sw.recorder)
         self.started = int(time.time())
         sw.add_hook(self.metrics.on_attempt)
-        self._scrub = scrub
+        self._scrub = sw.scrub
 
     # --- the two faces -----------------------------------------------------------------
 
@@ -167,7 +168,12 @@ class Gateway:
         if media.lower() not in _JSON_TYPES:
             message = f"unsupported content-type {media!r}: send application/json"
             return self._fail(call, local(face, 415, message))
-        body = await read_body(request, self.settings.max_body_bytes)
+        timeout_s = self.sw.config.gateway.body_timeout_s
+        try:
+            body = await read_body(request, self.settings.max_body_bytes, timeout_s)
+        except TimeoutError:  # the rest of the body is never read: the connection must close
+            message = f"the request body did not arrive within {timeout_s:g} s"
+            return self._fail(call, local(face, 408, message), headers={"connection": "close"})
         if body is None:
             limit_mb = self.settings.max_body_bytes / 1024 / 1024
             message = f"request body too large: the limit is {limit_mb:g} MB"
@@ -381,7 +387,14 @@ class Gateway:
         return self._plain(body, status)
 
     async def metrics_text(self, request: Request) -> Response:
+        """Target names, traffic, costs and breaker states are for the operator: with gateway
+        keys set, a scrape presents one (Prometheus: `authorization: {credentials: ...}`), or
+        an admin key."""
+        keys = self.settings.keys | self.settings.admin_keys
+        if self.settings.keys and not key_accepted(request.headers, keys):
+            return self._other_fail(request, 401)
         await self.metrics.refresh_breakers(self.sw.breakers)
+        self.metrics.refresh_recorder(self.sw.recorder)
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
 
     @staticmethod

@@ -53,6 +53,7 @@ from engine.errors import (
     AllProvidersUnavailable,
     AttemptError,
     ChainError,
+    LocalFault,
     ProviderFault,
     RateLimited,
     RequestFailed,
@@ -196,6 +197,10 @@ def failure_for(
     """The answer for a chain that could not answer. `breakers` (a `snapshot_all()`) and `now`
     (the chain's clock) tell why skipped targets were skipped and when they come back."""
     if isinstance(error, RequestFailed):
+        if isinstance(error.error, LocalFault) and error.error.status == 500:  # our own bug
+            status, error_type, code = _ROWS["internal"][face]
+            message = "internal error in the gateway: the request was not sent"
+            return Failure(status, error_type, message, code=code, cause="internal")
         return _request_fault(error.error, face)
     assert isinstance(error, AllProvidersUnavailable), error
     breakers = breakers or {}

@@ -5,9 +5,7 @@ keys out of any text that leaves the process. No dialect and no chain logic here
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -18,31 +16,30 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from engine.errors import ConfigError
-from engine.switchover import Switchover
-
 T = TypeVar("T")
 
 GONE = object()  # what `unless_disconnected` returns when the caller hung up first
-_KEY_LIKE = re.compile(r"\b(sk-(?:ant-)?|key-)[A-Za-z0-9*_.\-]{4,}")
 
 
-async def read_body(request: Request, limit: int) -> bytes | None:
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes | None:
     """The body, or None when it is over `limit` bytes (the rest is read and dropped, up to a
-    bound, so that the client sees the 413 rather than a reset mid-upload)."""
+    bound, so that the client sees the 413 rather than a reset mid-upload). TimeoutError when
+    the whole of it has not arrived within `timeout_s` (a caller stalling mid-body would
+    otherwise hold the connection for good)."""
     declared = request.headers.get("content-length", "")
     over = declared.isdigit() and int(declared) > limit
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            over = True
-        if over:
-            if size > 4 * limit + 64 * 1024 * 1024:
-                break
-            continue
-        chunks.append(chunk)
+    with anyio.fail_after(timeout_s):
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                over = True
+            if over:
+                if size > 4 * limit + 64 * 1024 * 1024:
+                    break
+                continue
+            chunks.append(chunk)
     return None if over else b"".join(chunks)
 
 
@@ -107,9 +104,16 @@ def header_safe(value: str) -> str:
     """A caller-chosen name (`provider/model` is free text) as a header value: printable
     ASCII, everything else percent-escaped, so no name can break or inject a header line."""
     value = value[:256]
-    if all(" " <= c <= "~" for c in value):
+    # h11 refuses a value that starts or ends with a blank (RFC 9110 field-value), and a
+    # refused header costs the caller the whole answer: those blanks are escaped too.
+    edges = value[:1].isspace() or value[-1:].isspace()
+    if not edges and all(" " <= c <= "~" for c in value):
         return value
-    return "".join(c if " " <= c <= "~" and c != "%" else quote(c, safe="") for c in value)
+    escaped = "".join(c if " " <= c <= "~" and c != "%" else quote(c, safe="") for c in value)
+    stripped = escaped.strip(" ")
+    lead = len(escaped) - len(escaped.lstrip(" "))
+    trail = len(escaped) - len(escaped.rstrip(" "))
+    return "%20" * lead + stripped + "%20" * trail if stripped else "%20" * len(escaped)
 
 
 def key_accepted(headers: Headers, keys: Collection[str]) -> bool:
@@ -126,29 +130,6 @@ def key_accepted(headers: Headers, keys: Collection[str]) -> bool:
     given = presented.encode()
     # Every key compared, each in constant time: no early exit that times which one matched.
     return sum(hmac.compare_digest(given, k.encode()) for k in keys) > 0
-
-
-class Scrubber:
-    """Removes provider keys from text that leaves the process: the configured keys exactly,
-    and anything shaped like a key (`sk-…`, as providers quote them, masked or not)."""
-
-    def __init__(self, secrets: Collection[str]) -> None:
-        self._secrets = sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)
-
-    @classmethod
-    def for_providers(cls, sw: Switchover, environ: Mapping[str, str] | None) -> Scrubber:
-        keys = []
-        for provider in sw.config.providers.values():
-            with contextlib.suppress(ConfigError):
-                key = provider.api_key(environ)
-                if key:
-                    keys.append(key)
-        return cls(keys)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return _KEY_LIKE.sub(r"\1***", text)
 
 
 # The official SDKs say how long they will wait for the head (600 s by default); past it they

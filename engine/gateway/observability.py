@@ -18,6 +18,18 @@ Metrics (prometheus-client, text format at `/metrics`):
         over live workers
     switchover_breaker_store_fallback_total                      breaker calls answered from
         memory because Redis was unreachable
+    switchover_recorder_written_total                            attempts the recorder wrote
+        to spool files (or PostgreSQL)
+    switchover_recorder_dropped_total                            attempts it lost: beyond
+        max_buffered while writes failed, not valid rows (the scheduler alerts on these too:
+        telemetry_loss)
+    switchover_recorder_failed_flushes_total                     writes that failed (kept)
+    switchover_recorder_buffered                                 attempts waiting to be written,
+        summed over live workers
+    switchover_recorder_failing                                  1 while a live worker's last
+        write failed
+    switchover_recorder_last_flush_timestamp_seconds             the latest successful write of
+        any live worker (Unix time)
 
 Several uvicorn workers: `switchover serve --workers N` points PROMETHEUS_MULTIPROC_DIR at a
 fresh folder before the workers start, so prometheus-client's multiprocess mode sums counters
@@ -25,6 +37,10 @@ and histograms over every worker, whichever one answers the scrape. Without [sta
 breakers live in each worker's memory, so a target's state can differ between workers; the
 gauge reports the worst state any worker last saw (`multiprocess_mode="max"`), set after every
 request that touched the target and at each scrape. With Redis every worker sees one state.
+The recorder's counters follow `Recorder.stats()` by deltas, like the breaker store's fallbacks:
+each worker adds what its own recorder counted since it last looked, at each scrape and after
+requests, at most once a second. Attempts lost at exit
+are not here (the process is gone): its status file tells the scheduler.
 """
 
 from __future__ import annotations
@@ -48,6 +64,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.breaker import BreakerState, BreakerStore, MemoryBreakerStore
 from engine.pricing import Pricer
+from engine.recorder import Recorder
 from engine.switchover import Switchover
 from engine.types import Attempt
 
@@ -59,11 +76,12 @@ BREAKER_CODES = {"closed": 0, "half_open": 1, "open": 2}
 # `*_created` series double the exposition and say nothing a scrape interval would not.
 disable_created_metrics()
 
+RECORDER_REFRESH_S = 1.0  # after requests, `Recorder.stats()` is read at most this often
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 
 
 class Metrics:
-    def __init__(self, *, pricer: Pricer | None = None) -> None:
+    def __init__(self, *, pricer: Pricer | None = None, recorder: Recorder | None = None) -> None:
         self.pricer = pricer
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         # A registry per instance, so that tests can build many apps in one process; in
@@ -134,6 +152,45 @@ class Metrics:
             registry=r,
         )
         self._fallbacks_seen = 0
+        self._recorder_metrics(r)
+        self.recorder = recorder
+        self._recorder_seen = (0, 0, 0)  # written, dropped, failed flushes: counted so far
+        self._recorder_read_at = float("-inf")
+
+    def _recorder_metrics(self, r: CollectorRegistry) -> None:
+        self.recorder_written = Counter(
+            "switchover_recorder_written",
+            "Attempts the recorder wrote to spool files (or PostgreSQL).",
+            registry=r,
+        )
+        self.recorder_dropped = Counter(
+            "switchover_recorder_dropped",
+            "Attempts the recorder lost before writing them (buffer full, invalid rows).",
+            registry=r,
+        )
+        self.recorder_failed = Counter(
+            "switchover_recorder_failed_flushes",
+            "Recorder writes that failed; their attempts stay buffered for the next try.",
+            registry=r,
+        )
+        self.recorder_buffered = Gauge(
+            "switchover_recorder_buffered",
+            "Attempts recorded and not yet written (sum over live workers).",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.recorder_failing = Gauge(
+            "switchover_recorder_failing",
+            "1 while the recorder's last write failed (in any live worker).",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.recorder_last_flush = Gauge(
+            "switchover_recorder_last_flush_timestamp_seconds",
+            "When the recorder last wrote successfully, Unix time (latest over live workers).",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
 
     # --- recording ---------------------------------------------------------------------
 
@@ -162,6 +219,11 @@ class Metrics:
         self.request_seconds.labels(route, dialect, "true" if stream else "false").observe(seconds)
         if fallback:
             self.fallbacks.labels(route, dialect).inc()
+        if self.recorder is not None:
+            now = time.monotonic()
+            if now - self._recorder_read_at >= RECORDER_REFRESH_S:
+                self._recorder_read_at = now
+                self.refresh_recorder(self.recorder)
 
     def first_token(self, *, route: str, dialect: str, seconds: float) -> None:
         self.ttft_seconds.labels(route, dialect).observe(seconds)
@@ -182,6 +244,25 @@ class Metrics:
             self.store_fallbacks.inc(fallbacks - self._fallbacks_seen)
             self._fallbacks_seen = fallbacks
 
+    def refresh_recorder(self, recorder: Recorder | None) -> None:
+        """Copy `recorder.stats()` into the metrics (counters by what grew since the last
+        look), and keep it to refresh after requests. Counters only: no I/O."""
+        if recorder is None:
+            return
+        if recorder is not self.recorder:  # a first look (or another recorder): from zero
+            self.recorder, self._recorder_seen = recorder, (0, 0, 0)
+        stats = recorder.stats()
+        now = (stats.written, stats.dropped, stats.failed_flushes)
+        counters = (self.recorder_written, self.recorder_dropped, self.recorder_failed)
+        for counter, seen, value in zip(counters, self._recorder_seen, now, strict=True):
+            if value > seen:
+                counter.inc(value - seen)
+        self._recorder_seen = now
+        self.recorder_buffered.set(stats.buffered)
+        self.recorder_failing.set(1 if stats.failing else 0)
+        if stats.last_flush_at is not None:
+            self.recorder_last_flush.set(stats.last_flush_at.timestamp())
+
     def render(self) -> bytes:
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
@@ -194,8 +275,9 @@ class Metrics:
 
 
 async def status_document(sw: Switchover) -> dict[str, Any]:
-    """Routes with their targets, and each target's breaker with the seconds it stays open or
-    cooling. Times count on the engine's clock; nothing here names a key."""
+    """Routes with their targets, each target's breaker with the seconds it stays open or
+    cooling, and this process's recorder ("telemetry"). Times count on the engine's clock;
+    nothing here names a key."""
     now = sw.clock.now()
     states = await sw.breakers.snapshot_all()
     targets = {t.name for route in sw.config.routes.values() for t in route.targets}
@@ -215,6 +297,27 @@ async def status_document(sw: Switchover) -> dict[str, Any]:
             target: _breaker(states.get(target, BreakerState()), now)
             for target in sorted(targets | set(states))
         },
+        "telemetry": telemetry_document(sw.recorder),
+    }
+
+
+def telemetry_document(recorder: Recorder | None) -> dict[str, Any]:
+    """This process's recorder: where attempts go, what is waiting, written and lost, and
+    the last write error (the recorder's own I/O; credentials in it are masked)."""
+    if recorder is None:
+        return {"recording": False}
+    stats = recorder.stats()
+    return {
+        "recording": True,
+        "destination": "postgresql" if recorder.sink is not None else str(recorder.spool_dir),
+        "buffered": stats.buffered,
+        "written": stats.written,
+        "files": stats.files,
+        "dropped": stats.dropped,
+        "failed_flushes": stats.failed_flushes,
+        "failing": stats.failing,
+        "last_error": stats.last_error,
+        "last_flush_at": stats.last_flush_at.isoformat() if stats.last_flush_at else None,
     }
 
 

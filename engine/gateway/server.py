@@ -15,10 +15,16 @@ environment, and the app is built by a factory from it:
 configuration (and that every provider's key is set) once, before any worker starts. Workers
 share their breakers only through Redis (`[state] redis_url`); `serve` says which it is, and a
 Redis that does not answer yet is only a warning (each worker then falls back to its memory).
+
+What a caller may cost travels in uvicorn's own configuration, which uvicorn hands to every
+worker: `uvicorn_options` builds it from [gateway] (the guarded protocol, its timeouts and
+connection cap; engine.gateway.protocol), for `serve` and the tests alike. `serve` first raises
+the soft descriptor limit to the hard one, and derives each worker's connection cap from it.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -26,13 +32,20 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 
-from engine.config import load_config
+from engine.config import GatewayConfig, load_config
 from engine.errors import ConfigError
 from engine.gateway.admin import ADMIN_KEYS_ENV
 from engine.gateway.app import DEFAULT_MAX_BODY_BYTES, GatewaySettings, create_app
+from engine.gateway.protocol import (
+    H11_MAX_HEAD_BYTES,
+    LOOP_FACTORY,
+    ConnectionLimits,
+    GuardedH11Protocol,
+)
 from engine.paths import DATA_DIR_ENV, DataPaths
 
 log = logging.getLogger("switchover.gateway")
@@ -42,6 +55,12 @@ KEYS_ENV = "SWITCHOVER_GATEWAY_KEYS"
 MAX_BODY_ENV = "SWITCHOVER_MAX_BODY_MB"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 APP_FACTORY = "engine.gateway.server:app_from_env"
+
+GRACEFUL_SHUTDOWN_S = 30  # requests in flight at a stop get this long to finish
+RESERVED_DESCRIPTORS = 128  # the listener, logs, spool files, Redis, PostgreSQL, the loop's own
+MIN_CONNECTIONS = 16
+DERIVED_CONNECTIONS_CAP = 16_384  # a derived cap, not an explicit one: bounds the memory too
+MAX_BACKLOG = 2048  # uvicorn's default
 
 
 def gateway_keys(
@@ -83,6 +102,63 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> GatewaySettin
         max_body_bytes=limit,
         admin_keys=gateway_keys(environ, ADMIN_KEYS_ENV),
     )
+
+
+def descriptor_limit(*, raise_soft: bool = True) -> int:
+    """The soft limit on open files, first raised to the hard limit where the system allows
+    (the usual soft default, 1,024, is far below what a gateway holding callers needs)."""
+    try:
+        import resource
+    except ImportError:  # not a Unix: no such limit to read or raise
+        return 8 * 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if raise_soft and soft != hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            log.info("could not raise the open-file limit from %d to %d", soft, target)
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def max_connections_for(descriptors: int) -> int:
+    """Connections one worker may hold: each request in flight also holds a connection to a
+    provider, so half of what is left once the gateway's own files are counted."""
+    derived = (descriptors - RESERVED_DESCRIPTORS) // 2
+    return min(DERIVED_CONNECTIONS_CAP, max(MIN_CONNECTIONS, derived))
+
+
+def listen_backlog(max_connections: int) -> int:
+    """asyncio accepts up to the backlog in one go, before any of those connections can be
+    refused or displace another: a quarter of the cap keeps such a burst (and the victims it
+    displaces, closed an iteration later) within the descriptors the cap leaves free; at
+    least 128 queue for a burst of callers."""
+    return min(MAX_BACKLOG, max(128, max_connections // 4))
+
+
+def connection_limits(gateway: GatewayConfig, descriptors: int) -> ConnectionLimits:
+    return ConnectionLimits(
+        header_timeout_s=gateway.header_timeout_s,
+        max_connections=gateway.max_connections or max_connections_for(descriptors),
+    )
+
+
+def uvicorn_options(gateway: GatewayConfig, *, descriptors: int) -> dict[str, Any]:
+    """uvicorn's settings for [gateway], every limit explicit (docs/deployment.md, "Limits and
+    timeouts"). They travel inside uvicorn's Config to each worker: the protocol's limits are
+    bound to its class with a partial, and the loop factory is named by its import path."""
+    limits = connection_limits(gateway, descriptors)
+    return {
+        "http": functools.partial(GuardedH11Protocol, limits=limits),
+        "loop": LOOP_FACTORY,
+        "ws": "none",  # no WebSocket routes: an upgrade is answered as plain HTTP
+        "timeout_keep_alive": gateway.keep_alive_timeout_s,
+        "h11_max_incomplete_event_size": H11_MAX_HEAD_BYTES,
+        "backlog": listen_backlog(limits.max_connections),
+        "limit_concurrency": None,  # max_connections, in the protocol, does it better
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+    }
 
 
 def app_from_env() -> Starlette:
@@ -127,6 +203,12 @@ def serve(
     if not cfg.routes:
         log.warning("%s defines no routes: /readyz reports not ready", config)
     _say_where_breakers_live(cfg.state.redis_url, workers)
+    descriptors = descriptor_limit()
+    log.info(
+        "each worker holds up to %d connections (open-file limit %d)",
+        connection_limits(cfg.gateway, descriptors).max_connections,
+        descriptors,
+    )
     metrics_dir = None
     if workers > 1 and not os.environ.get(MULTIPROC_ENV):
         metrics_dir = tempfile.mkdtemp(prefix="switchover-metrics-")
@@ -139,7 +221,7 @@ def serve(
             port=port,
             workers=workers,
             log_level=log_level,
-            timeout_graceful_shutdown=30,
+            **uvicorn_options(cfg.gateway, descriptors=descriptors),
         )
     finally:
         if metrics_dir is not None:

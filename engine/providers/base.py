@@ -12,7 +12,9 @@ Never puts the API key in a log line, an exception message or a repr.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, suppress
@@ -22,13 +24,15 @@ import httpx
 
 from engine import classify
 from engine.clock import Clock, SystemClock
-from engine.errors import AttemptError
+from engine.errors import AttemptError, LocalFault
 from engine.providers.codec import MalformedAnswer, response_events
 from engine.providers.sse import ServerSentEvent, aiter_sse
 from engine.providers.transport import default_transport
-from engine.types import Request, Response, StreamEvent
+from engine.types import MessageEnd, Request, Response, StreamEvent
 
 __all__ = ["HttpProvider", "Provider", "StreamDecoder"]
+
+log = logging.getLogger("switchover.providers")
 
 # Failures before the request was fully written: the provider cannot have acted on it.
 _NOT_SENT = (
@@ -44,6 +48,13 @@ _TRUNCATION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError)
 # After a stream's final event, how much more is read to keep its connection reusable.
 _DRAIN_LIMIT_S = 0.25
 _DRAIN_LIMIT_EVENTS = 16
+# A stream may carry a few events nobody can read (a proxy that mangled a chunk) and still be
+# whole; more than this many in one stream and it is broken: a cut (catalogue rows 26 and 21).
+MAX_UNREADABLE_EVENTS = 3
+
+
+class _UnreadableEvent(Exception):
+    """An SSE event whose data is not JSON: `HttpProvider.stream` skips and counts it."""
 
 
 @runtime_checkable
@@ -136,7 +147,7 @@ class HttpProvider(ABC):
     # --- the calls ---------------------------------------------------------------------------
 
     async def complete(self, request: Request, model: str, *, timeout_s: float) -> Response:
-        response = await self._send(self._encode(request, model, stream=False), timeout_s)
+        response = await self._send(self._build(request, model, stream=False, timeout_s=timeout_s))
         try:
             body = await self._read_body(response)
         finally:
@@ -148,7 +159,7 @@ class HttpProvider(ABC):
     ) -> AsyncIterator[StreamEvent]:
         # An async generator: nothing is sent until the first iteration, and `aclose()` (or
         # leaving an `async for` early) closes the HTTP response through the finally below.
-        response = await self._send(self._encode(request, model, stream=True), timeout_s)
+        response = await self._send(self._build(request, model, stream=True, timeout_s=timeout_s))
         try:
             if _is_json(response):  # `stream: true` answered with plain JSON: adapt
                 body = await self._read_body(response)
@@ -156,6 +167,7 @@ class HttpProvider(ABC):
                     yield event
                 return
             decoder = self._new_decoder(model, classify.provider_request_id(response.headers))
+            unreadable = 0  # events skipped because their data did not parse (row 26)
             async with aclosing(aiter_sse(response.aiter_bytes())) as events:
                 while True:
                     try:
@@ -172,16 +184,26 @@ class HttpProvider(ABC):
                         decoded = self._feed(decoder, sse, response)
                     except MalformedAnswer as exc:
                         raise self._empty(response, exc) from exc
+                    except _UnreadableEvent as exc:
+                        unreadable += 1
+                        if unreadable > MAX_UNREADABLE_EVENTS:
+                            raise classify.stream_fault(
+                                "stream_cut", f"{self.name}: {unreadable} unreadable events"
+                            ) from exc
+                        continue
                     if decoder.done:
                         # Before the last events go out: the consumer may close this stream
                         # as soon as it sees the end, and an unread body costs the connection.
                         await self._drain(events)
+                        if unreadable:
+                            decoded = _counted(decoded, unreadable)
                     for event in decoded:
                         yield event
                     if decoder.done:
                         return
+            skipped = f", after {unreadable} unreadable events" if unreadable else ""
             raise classify.stream_fault(
-                "stream_cut", f"{self.name}: the stream ended before {self.end_marker}"
+                "stream_cut", f"{self.name}: the stream ended before {self.end_marker}{skipped}"
             )
         finally:
             await response.aclose()
@@ -197,12 +219,25 @@ class HttpProvider(ABC):
 
     # --- transport ---------------------------------------------------------------------------
 
-    async def _send(self, payload: dict[str, Any], timeout_s: float) -> httpx.Response:
-        """POST and return a 2xx response with its body still unread; raise anything else."""
+    def _build(
+        self, request: Request, model: str, *, stream: bool, timeout_s: float
+    ) -> httpx.Request:
+        """The HTTP request, encoded. Nothing has left the process if this raises, so its
+        failure is ours, never the provider's: a LocalFault, which no breaker counts."""
         timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
-        request = self._client.build_request(
-            "POST", self.base_url + self.path, json=payload, timeout=timeout
-        )
+        try:
+            payload = self._encode(request, model, stream=stream)
+            return self._client.build_request(
+                "POST", self.base_url + self.path, json=payload, timeout=timeout
+            )
+        except (UnicodeEncodeError, ValueError) as exc:  # a lone surrogate, a NaN
+            raise LocalFault.unencodable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            log.exception("encoding a request for %s failed", self.name)
+            raise LocalFault.internal(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """POST and return a 2xx response with its body still unread; raise anything else."""
         try:
             response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
@@ -285,17 +320,14 @@ class HttpProvider(ABC):
 
     def _stream_data(self, sse: ServerSentEvent, response: httpx.Response) -> Any:
         """The JSON of one stream event; an error event (`event: error`, or a data object
-        that is an error) is raised as the error it names."""
+        that is an error) is raised as the error it names, even when its data is not JSON.
+        Any other data that is not JSON raises `_UnreadableEvent`, for `stream` to skip."""
         try:
             obj = json.loads(sse.data)
         except ValueError as exc:
             if sse.event == "error":
                 self._raise_error({"message": sse.data}, response)
-            raise classify.protocol_fault(
-                "invalid_json",
-                f"{self.name}: unreadable stream event",
-                provider_request_id=classify.provider_request_id(response.headers),
-            ) from exc
+            raise _UnreadableEvent(sse.data[:80]) from exc
         self._raise_embedded_error(obj, response)
         if sse.event == "error":
             self._raise_error({"message": sse.data}, response)
@@ -311,6 +343,14 @@ class HttpProvider(ABC):
         raise classify.error_from_object(
             error, status=None, headers=response.headers, now=self.clock.wall()
         )
+
+
+def _counted(events: list[StreamEvent], unreadable: int) -> list[StreamEvent]:
+    """A stream's final events, its MessageEnd telling how many unreadable events it skipped."""
+    return [
+        dataclasses.replace(e, unreadable_events=unreadable) if isinstance(e, MessageEnd) else e
+        for e in events
+    ]
 
 
 def _is_json(response: httpx.Response) -> bool:

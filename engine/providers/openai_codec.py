@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from engine import bounded_json
 from engine.providers.codec import MalformedAnswer, arguments_text, count
 from engine.types import (
     Image,
@@ -193,9 +194,9 @@ def parse_arguments(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
         return {}, None
     if not raw.strip():
         return {}, raw
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
+    try:  # bounded: NaN, a lone surrogate or deep nesting is not JSON any provider takes
+        parsed = bounded_json.loads(raw)
+    except bounded_json.JsonRejected:
         return None, raw
     return (parsed, raw) if isinstance(parsed, dict) else (None, raw)
 

@@ -29,6 +29,7 @@ from engine.store.event_tables import EVENT_AND_ALERT_TABLES as EVENT_TABLES
 from engine.store.readiness_tables import READINESS_TABLES
 from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
+from engine.store.telemetry import TABLES as TELEMETRY_TABLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,23 @@ MIGRATIONS += (
         ";\n".join(
             f"CREATE TABLE {name} ({columns})" for name, columns in READINESS_TABLES.items()
         ),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        7,
+        "the unreadable stream events an attempt skipped",
+        # Nullable: spool files and PostgreSQL rows from before do not carry it.
+        "ALTER TABLE attempts ADD COLUMN unreadable_events INTEGER",
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        8,
+        "telemetry health: the recorders' status files, the attempts they lost, the spool check",
+        TELEMETRY_TABLES,
     ),
 )
 

@@ -197,6 +197,11 @@ def stream_error(shape: ErrorShape, request_id: str) -> Event:
     return _event({"type": "error", "error": {"type": shape.type, "message": shape.message}})
 
 
+def unreadable_event() -> Event:
+    """A named event whose data is not JSON (not an `error` event: that one says it failed)."""
+    return Event(b'event: content_block_delta\ndata: {"broken\n\n')
+
+
 def reset_headers(reset_at: datetime, seconds: float) -> list[tuple[str, str]]:
     """Only the anthropic-ratelimit-* headers: their reset times are RFC 3339."""
     wall_reset = reset_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

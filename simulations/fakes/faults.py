@@ -28,7 +28,8 @@ Per-dialect shapes: where the providers differ the fault does what each one real
 overloaded"); the summary of each entry and `reference/fault-catalogue.md` say which.
 Faults that only make sense with streaming map to their nearest non-streaming form when the
 request did not ask to stream (stream_cut → truncated, stream_error → the HTTP error of that
-type, slow_drip → headers after the drip time, slow_tokens → headers after all tokens).
+type, slow_drip → headers after the drip time, slow_tokens → headers after all tokens,
+bad_event → the healthy answer).
 """
 
 from __future__ import annotations
@@ -268,6 +269,10 @@ CATALOGUE: tuple[Fault, ...] = (
     _fault("slow_tokens", 23, RF, "answer", "content deltas `interval` s apart", {"interval": 2.0}),
     _fault("stream_as_json", 24, ADAPT, "answer", "stream:true answered with plain JSON"),
     _fault("bad_tool_args", 25, OK, "answer", "a tool call whose arguments are not valid JSON"),
+    # 26: a healthy stream with an event nobody can read in it
+    _fault("bad_event", 26, OK, "stream",
+           "`count` invalid-JSON SSE events inserted after N events of a healthy stream",
+           {"after_events": 3, "count": 1}),
 )  # fmt: skip
 
 FAULTS: Mapping[str, Fault] = MappingProxyType({f.name: f for f in CATALOGUE})

@@ -5,7 +5,7 @@ request first).
 Every dialect module offers the same names, which `app.py` and `render.py` use without
 knowing which dialect they hold: NAME, REQUEST_ID_HEADER, HOST, CONTEXT_WINDOW, check_auth,
 validate, conversation, prompt_usage, message, events, done, keepalive, empty_choices,
-missing_fields, error_body, error_headers, stream_error, reset_headers.
+missing_fields, error_body, error_headers, stream_error, unreadable_event, reset_headers.
 """
 
 from __future__ import annotations
@@ -212,6 +212,11 @@ def error_headers(shape: ErrorShape) -> list[tuple[str, str]]:
 
 def stream_error(shape: ErrorShape, request_id: str) -> Event:
     return _data(error_body(shape, request_id))
+
+
+def unreadable_event() -> Event:
+    """A data line that is not JSON, as a proxy that mangles one chunk sends it."""
+    return Event(b'data: {"broken\n\n')
 
 
 def reset_headers(reset_at: datetime, seconds: float) -> list[tuple[str, str]]:

@@ -312,6 +312,11 @@ def _stream(spec: FaultSpec, ctx: Context) -> Reply:
             list(SSE),
             pieces=[*pieces, Piece(ctx.dialect.stream_error(shape, ctx.request_id).data)],
         )
+    if name == "bad_event":  # the whole answer, with unreadable events slipped in
+        n, bad = int(spec.get("after_events")), ctx.dialect.unreadable_event()
+        pieces = _paced(events, ctx.token_interval)
+        pieces[n:n] = [Piece(bad.data)] * int(spec.get("count"))
+        return Reply(200, list(SSE), pieces=pieces)
     # slow_drip: keep-alives only, then cut, hang, or carry on with the answer
     start = 1 if spec.get("start") else 0
     pieces = [Piece(e.data) for e in events[:start]]
@@ -332,6 +337,8 @@ def _stream_fault_without_stream(spec: FaultSpec, ctx: Context) -> Reply:
     if spec.name == "stream_error":
         fault = embedded_fault(str(spec.get("type")))
         return _RENDERERS[fault.kind](FaultSpec(fault, {}), ctx)
+    if spec.name == "bad_event":  # a whole body has no events to break
+        return _ok(spec, ctx)
     reply = _ok(spec, ctx)
     reply.head_delay = float(spec.get("interval")) * int(spec.get("count"))
     if spec.get("then") == "hang":

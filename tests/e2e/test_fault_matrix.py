@@ -5,7 +5,7 @@ Each case puts the fault on the primary (its model name carries `#fault`) and a 
 in the other dialect behind it, then asserts the decision the chain took, how many paid calls
 each fake received, and which target served. Row 14 (the connection never opens) cannot be
 served by a listening socket; `test_connection_faults.py` covers it with real refused, DNS and
-TLS failures.
+TLS failures. Row 26 (unreadable stream events) is also tested past its limit at the end.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import pytest
 
 from engine.errors import RequestFailed
-from engine.types import MessageEnd, StreamStart
+from engine.providers.base import MAX_UNREADABLE_EVENTS
+from engine.types import MessageEnd, StreamError, StreamStart, TextDelta
 from simulations.fakes import CATALOGUE, Fault
 
 from .conftest import Stack, ask, collect
@@ -99,8 +100,57 @@ async def test_each_fault_gets_its_decision(stack: Stack, fault: Fault, dialect:
     assert [a.served for a in stack.attempts].count(True) == (0 if want.fails_fast else 1)
     if fault.decision == "fall_back_now":
         assert [e.kind for e in stack.events] == ["credential_failure"]
+    if fault.name == "bad_event":  # skipped, and counted on the attempt (row 26)
+        assert stack.attempts[0].unreadable_events == (1 if streaming else 0)
 
 
 def test_the_matrix_covers_every_catalogue_row():
     rows = {param.values[0].row for param in MATRIX}
-    assert rows == set(range(1, 26)) - {14}
+    assert rows == set(range(1, 27)) - {14}
+
+
+# --- row 26 past its limit: more unreadable events than a healthy stream has are a cut -------
+
+TOO_MANY = MAX_UNREADABLE_EVENTS + 1
+# The events before the first content event in each dialect's stream: Anthropic's
+# message_start, ping and content_block_start; OpenAI's role-only chunk.
+BEFORE_CONTENT = {"anthropic": 3, "openai": 1}
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+async def test_an_unreadable_event_is_counted_on_the_end_and_on_the_attempt(stack, dialect):
+    chain = stack.chain((dialect, "primary#bad_event"), (OTHER[dialect], "backup"))
+    events = await collect(chain.stream(ask()))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "echo: Where is my order?"
+    end = events[-1]
+    assert isinstance(end, MessageEnd) and end.unreadable_events == 1
+    (attempt,) = stack.attempts
+    assert end.attempts == (attempt,)
+    assert (attempt.decision, attempt.unreadable_events) == ("served", 1)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+async def test_too_many_unreadable_events_before_the_first_content_fall_back(stack, dialect):
+    spec = f"bad_event:after_events={BEFORE_CONTENT[dialect]},count={TOO_MANY}"
+    chain = stack.chain((dialect, f"primary#{spec}"), (OTHER[dialect], "backup"))
+    events = await collect(chain.stream(ask()))
+    start = next(e for e in events if isinstance(e, StreamStart))
+    assert start.model.startswith("backup") and isinstance(events[-1], MessageEnd)
+    assert [a.decision for a in stack.attempts] == ["retry", "fall_back", "served"]
+    assert [a.error_class for a in stack.attempts[:2]] == ["stream_cut", "stream_cut"]
+    assert stack.attempts[0].error_message.endswith(f"{TOO_MANY} unreadable events")
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+async def test_too_many_unreadable_events_after_the_first_content_are_an_in_band_error(
+    stack, dialect
+):
+    spec = f"bad_event:after_events={BEFORE_CONTENT[dialect] + 1},count={TOO_MANY}"
+    chain = stack.chain((dialect, f"primary#{spec}"), (OTHER[dialect], "backup"))
+    events = await collect(chain.stream(ask("a question long enough to stream in pieces")))
+    assert any(isinstance(e, TextDelta) and e.text for e in events)
+    assert isinstance(events[-1], StreamError) and events[-1].error_class == "stream_cut"
+    assert not any(isinstance(e, MessageEnd) for e in events), "never a complete-looking end"
+    assert stack.paid_calls("backup") == 0
+    (attempt,) = stack.attempts
+    assert (attempt.decision, attempt.served, attempt.outcome) == ("in_band_error", True, "error")

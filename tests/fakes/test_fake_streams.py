@@ -110,6 +110,59 @@ async def test_stream_error_sends_an_in_band_error_in_each_dialect(
     assert (None, "[DONE]") not in oa.events
 
 
+def _text(data: list) -> str:
+    """The answer's text in the parsed events of either dialect."""
+    return "".join(
+        d["delta"].get("text", "")
+        if d.get("type") == "content_block_delta"
+        else (d["choices"][0]["delta"].get("content") or "" if d.get("choices") else "")
+        for d in data
+    )
+
+
+def _unreadable(streamed) -> list[int]:
+    """Positions of the events whose data is not JSON (the [DONE] sentinel aside)."""
+    positions = []
+    for i, (name, data) in enumerate(streamed.events):
+        if name == ":" or data == "[DONE]":
+            continue
+        try:
+            json.loads(data)
+        except ValueError:
+            positions.append(i)
+    return positions
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+async def test_bad_event_slips_unreadable_events_into_a_whole_stream(backend, dialect):
+    healthy = await backend.stream(dialect, text=LONG)
+    streamed = await backend.stream(dialect, "bad_event:after_events=4,count=2", text=LONG)
+    assert streamed.error is None
+    assert _unreadable(streamed) == [4, 5]
+    assert streamed.events[4][1] == '{"broken'
+    assert [n for i, n in enumerate(streamed.names) if i not in (4, 5)] == healthy.names
+    readable = [
+        json.loads(d)
+        for i, (_, d) in enumerate(streamed.events)
+        if i not in (4, 5) and d != "[DONE]"
+    ]
+    assert _text(readable) == "echo: " + LONG
+
+
+async def test_bad_event_in_anthropic_is_a_named_event_but_never_an_error_event(backend):
+    streamed = await backend.stream("anthropic", "bad_event", text=LONG)
+    assert _unreadable(streamed) == [3]
+    assert streamed.names[3] == "content_block_delta"
+    assert streamed.names[-1] == "message_stop"
+
+
+async def test_bad_event_in_openai_is_a_data_line_and_the_stream_still_ends_with_done(backend):
+    streamed = await backend.stream("openai", "bad_event", text=LONG)
+    assert _unreadable(streamed) == [3]
+    assert streamed.names[3] is None
+    assert streamed.events[-1] == (None, "[DONE]")
+
+
 @pytest.mark.parametrize(("dialect", "keepalive"), [("anthropic", "ping"), ("openai", ":")])
 async def test_slow_drip_sends_only_keepalives(backend, dialect, keepalive):
     streamed = await backend.stream(dialect, "slow_drip:interval=0.01,count=5")
@@ -159,3 +212,7 @@ async def test_streaming_faults_without_a_stream_take_their_nearest_form(backend
         await backend.anthropic(fault="stream_cut")
     assert (await backend.anthropic(fault="stream_error")).status_code == 529
     assert (await backend.openai(fault="stream_error:type=api_error")).status_code == 500
+    an = await backend.anthropic(fault="bad_event:count=4")  # simply the healthy answer
+    assert an.status_code == 200 and an.json()["content"][0]["text"] == "echo: hello"
+    oa = await backend.openai(fault="bad_event:count=4")
+    assert oa.status_code == 200 and oa.json()["choices"][0]["message"]["content"] == "echo: hello"

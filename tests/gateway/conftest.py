@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from engine.config import parse_config
+from engine.config import GatewayConfig, parse_config
 from engine.gateway.app import GatewaySettings, create_app
+from engine.gateway.server import descriptor_limit, uvicorn_options
 from engine.paths import DataPaths
 from engine.switchover import Switchover
 from engine.types import Attempt
@@ -45,9 +46,14 @@ FAST_POLICY: dict[str, Any] = {
 }
 
 
-def config_for(fake: FakeProviders, routes: Mapping[str, Sequence[str] | Mapping[str, Any]]) -> Any:
+def config_for(
+    fake: FakeProviders,
+    routes: Mapping[str, Sequence[str] | Mapping[str, Any]],
+    **sections: Mapping[str, Any],
+) -> Any:
     """A Config whose providers are the fake: `claude` (Anthropic) and `gpt` (OpenAI).
-    A route is a list of targets, or a table with `targets` and policy overrides."""
+    A route is a list of targets, or a table with `targets` and policy overrides; `sections`
+    are further tables of switchover.toml (`gateway={"allow_direct_targets": True}`)."""
     tables = {
         name: dict(spec) if isinstance(spec, Mapping) else {"targets": list(spec)}
         for name, spec in routes.items()
@@ -68,22 +74,28 @@ def config_for(fake: FakeProviders, routes: Mapping[str, Sequence[str] | Mapping
             },
             "routes": tables,
             "policy": FAST_POLICY,
+            **sections,
         },
         source="test",
     )
 
 
 class ServerThread:
-    """A uvicorn server for `app` on 127.0.0.1 and a free port, on its own thread and loop."""
+    """A uvicorn server for `app` on 127.0.0.1 and a free port, on its own thread and loop,
+    configured as `switchover serve` configures it (the guarded protocol and its limits) from
+    `limits`, by default the [gateway] of the app's own configuration."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, limits: GatewayConfig | None = None) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
-        )
+        if limits is None:
+            gateway = getattr(app.state, "gateway", None)
+            limits = gateway.sw.config.gateway if gateway is not None else GatewayConfig()
+        options = uvicorn_options(limits, descriptors=descriptor_limit(raise_soft=False))
+        options["timeout_graceful_shutdown"] = 1
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
@@ -135,7 +147,8 @@ def fake() -> Iterator[FakeProviders]:
 
 @pytest.fixture
 def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
-    """`gateway(routes, keys=..., max_body_mb=...)` starts a gateway for this test."""
+    """`gateway(routes, keys=..., max_body_mb=..., gateway={...})` starts a gateway for this
+    test; further keywords are tables of switchover.toml."""
     fake.reset()
     running: list[Gateway] = []
 
@@ -146,10 +159,11 @@ def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
         max_body_mb: float = 32,
         admin_keys: Sequence[str] = (),
         record_to: DataPaths | None = None,
+        **sections: Mapping[str, Any],
     ) -> Gateway:
         attempts: list[Attempt] = []
         sw = Switchover(
-            config_for(fake, routes),
+            config_for(fake, routes, **sections),
             environ=PROVIDER_KEYS,
             hooks=[attempts.append],
             record_to=record_to,
@@ -159,7 +173,7 @@ def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
             max_body_bytes=int(max_body_mb * 1024 * 1024),
             admin_keys=frozenset(admin_keys),
         )
-        app = create_app(sw, settings, environ=PROVIDER_KEYS, owns=True)
+        app = create_app(sw, settings, owns=True)
         gw = Gateway(ServerThread(app), sw, attempts)
         running.append(gw)
         return gw

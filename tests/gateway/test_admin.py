@@ -151,3 +151,29 @@ def test_a_drill_needs_an_admin_key(gw):
     body = {"route": "support", "target": "claude/claude-sonnet-4-5", "for_s": 60}
     assert admin(gw, "/admin/drills/start", body, key=GATEWAY_KEY).status_code == 401
     assert ask(gw).headers["x-switchover-provider"] == "claude"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"target": "gpt/gpt-4.1-mini", "route": ["support"]}',
+        b'{"target": {"a": 1}}',
+        b'{"route": "support", "target": "gpt/gpt-4.1-mini", "for_s": Infinity}',
+        b'{"route": "support", "target": "gpt/gpt-4.1-mini", "for_s": NaN}',
+        b'{"route": "support", "target": "gpt/gpt-4.1-mini", "for_s": 1e999}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"reason": "\\ud800", "target": "gpt/gpt-4.1-mini"}',
+    ],
+)
+@pytest.mark.parametrize("path", ["/admin/targets/disable", "/admin/drills/start"])
+def test_a_hostile_admin_body_is_a_400_that_changes_nothing(gw, raw, path):
+    reply = httpx.post(gw.url + path, content=raw, headers={"authorization": f"Bearer {ADMIN}"})
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"]["type"] == "admin_error"
+    assert admin(gw, "/admin/targets").json()["switches"] == []
+
+
+def test_a_drill_longer_than_a_timedelta_holds_is_a_400(gw):
+    body = {"route": "support", "target": "gpt/gpt-4.1-mini", "for_s": 1e300}
+    reply = admin(gw, "/admin/drills/start", body)
+    assert reply.status_code == 400 and "for_s" in reply.json()["error"]["message"]

@@ -54,8 +54,8 @@ def test_an_answer_says_who_served_it(gateway: GatewayFactory, path: str):
     assert {a.request_id for a in gw.attempts} == {headers[id_header]}, "one id, end to end"
 
 
-def test_a_single_target_model_needs_no_route(gateway: GatewayFactory):
-    gw = gateway({"support": ["claude/a"]})
+def test_a_target_a_route_lists_can_be_named_alone(gateway: GatewayFactory):
+    gw = gateway({"support": ["claude/a", "gpt/direct"]})
     response = httpx.post(gw.url + ANTHROPIC_PATH, json=body("gpt/direct"))
     assert response.status_code == 200 and response.json()["model"] == "direct"
     assert response.headers["x-switchover-route"] == "gpt/direct"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -153,7 +154,7 @@ def client() -> Iterator[TestClient]:
     fake = SimpleNamespace(anthropic_url="http://fake", openai_url="http://fake/v1")
     config = config_for(fake, {"chat": ["claude/model-a", "gpt/model-b"]})  # type: ignore[arg-type]
     sw = Switchover(config, transport=FakeTransport(), environ=PROVIDER_KEYS)
-    app = create_app(sw, GatewaySettings(max_body_bytes=MAX_BODY), environ=PROVIDER_KEYS, owns=True)
+    app = create_app(sw, GatewaySettings(max_body_bytes=MAX_BODY), owns=True)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -213,3 +214,81 @@ def test_random_credentials_are_refused_in_the_callers_dialect(path: str):
             check(response, path)
 
         run()
+
+
+# --- hostile values: what no provider can be sent ------------------------------------------
+
+DEEP = "__DEEP__"  # replaced, once serialised, by nesting too deep to build as Python values
+HOSTILE_STRINGS = ["\ud800", "\udfff", "a\ud83d", "\ud83d\ude00", "\x00", "\u202e", "\ufeff", " ",
+                   "chat ", "x" * 5000]  # fmt: skip
+HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, 10**400, -0.0, 2**63, 1e308]
+HOSTILE_ARGUMENTS = ['{"a": NaN}', '{"a": Infinity}', "[" * 5000, '{"a": "\\ud800"}',
+                     '{"a":' * 200 + "1" + "}" * 200, "not json", ""]  # fmt: skip
+TOOL_ARGUMENTS = ("messages", 2, "tool_calls", 0, "function", "arguments")
+
+
+@st.composite
+def hostile(draw: st.DrawFn, path: str) -> bytes:
+    """A valid body (streamed or not) with one to three values made hostile, written with
+    lone surrogates as escapes or as raw bytes, and NaN as JSON's forbidden constant."""
+    body = copy.deepcopy(BODIES[path])
+    body["stream"] = draw(st.booleans())
+    nesting = draw(st.integers(65, 3000))
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from(list(paths(body)) + [TOOL_ARGUMENTS] * 3))
+        value = draw(
+            st.sampled_from(HOSTILE_STRINGS)
+            | st.sampled_from(HOSTILE_NUMBERS)
+            | st.sampled_from(HOSTILE_ARGUMENTS)
+            | st.just(DEEP)
+        )
+        parent = body
+        try:
+            for key in where[:-1]:
+                parent = parent[key]
+            parent[where[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier replacement removed the way there
+    raw_surrogates = draw(st.booleans())
+    text = json.dumps(body, ensure_ascii=not raw_surrogates)
+    text = text.replace(f'"{DEEP}"', "[" * nesting + "]" * nesting)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def unharmed(state: Any) -> bool:
+    failures = sum(failed for _, failed, _ in state.recent)
+    return state.status == "closed" and state.consecutive_failures == 0 and failures == 0
+
+
+@pytest.mark.parametrize("path", [OPENAI_PATH, ANTHROPIC_PATH])
+def test_hostile_values_never_move_a_breaker(path: str):
+    """No 5xx, every error in the caller's dialect, and with the providers answering 200, no
+    breaker counts a failure and no attempt is a provider's fault or our own."""
+    fake = SimpleNamespace(anthropic_url="http://fake", openai_url="http://fake/v1")
+    config = config_for(fake, {"chat": ["claude/model-a", "gpt/model-b"]})  # type: ignore[arg-type]
+    attempts: list[Any] = []
+    sw = Switchover(
+        config, transport=FakeTransport(), environ=PROVIDER_KEYS, hooks=[attempts.append]
+    )
+    app = create_app(sw, GatewaySettings(max_body_bytes=MAX_BODY), owns=True)
+    statuses: list[int] = []
+    with TestClient(app, raise_server_exceptions=False) as client:
+
+        @settings(
+            max_examples=300,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(hostile(path))
+        def run(raw: bytes) -> None:
+            response = client.post(path, headers=JSON, content=raw)
+            statuses.append(response.status_code)
+            check(response, path)
+
+        run()
+        breakers = client.portal.call(sw.breakers.snapshot_all)
+    assert 200 in statuses and 400 in statuses, "both valid and refused bodies were tried"
+    assert all(unharmed(state) for state in breakers.values()), breakers
+    blamed = [a for a in attempts if a.fault_kind not in (None, "request")]
+    assert blamed == [], "a provider (or the gateway itself) was blamed for the caller's input"

@@ -8,8 +8,10 @@ import duckdb
 import pytest
 
 from engine.records import COLUMN_NAMES, DUCKDB_COLUMNS
-from engine.store import migrations, open_store
+from engine.store import ingest_spool, migrations, open_store
 from engine.store.migrations import MIGRATIONS, Migration, SchemaTooNewError
+
+from .spool import make_attempt, table, write_spool, write_table
 
 
 def describe(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str, str]]:
@@ -77,3 +79,43 @@ def test_a_store_migrated_by_newer_code_is_refused(db_path: Path):
     con.close()
     with pytest.raises(SchemaTooNewError, match="999"):
         open_store(db_path)
+
+
+def _before_7(monkeypatch: pytest.MonkeyPatch) -> None:
+    older = tuple(m for m in MIGRATIONS if m.version < 7)
+    monkeypatch.setattr(migrations, "MIGRATIONS", older)
+    monkeypatch.setattr(migrations, "LATEST", older[-1].version)
+
+
+def test_migration_7_gives_earlier_attempts_no_unreadable_events_count(db_path, spool, monkeypatch):
+    """Rows from before the column existed hold NULL there: nobody counted, which is not 0."""
+    _before_7(monkeypatch)
+    con = open_store(db_path)
+    old = table([make_attempt(request_id="old")]).drop_columns(["unreadable_events"])
+    path = write_table(spool, "old", old)
+    # As the ingest of the time did it (today's names the new column)
+    con.execute(
+        "INSERT INTO attempts BY NAME SELECT *, 0 AS batch_id FROM read_parquet($f)",
+        {"f": str(path)},
+    )
+    path.unlink()
+    con.close()
+    monkeypatch.undo()
+    con = open_store(db_path)
+    write_spool(spool, "new", [make_attempt(request_id="new", unreadable_events=2)])
+    assert ingest_spool(con, spool).files == 1
+    rows = con.execute("SELECT request_id, unreadable_events FROM attempts ORDER BY 1").fetchall()
+    assert rows == [("new", 2), ("old", None)]
+    con.close()
+
+
+def test_spool_files_from_before_migration_7_are_ingested_even_with_no_newer_file(store, spool):
+    """A batch in which no file has the column cannot name it: NULL takes its place, and no
+    file is quarantined for being old."""
+    for name in ("a", "b"):
+        old = table([make_attempt(request_id=name)]).drop_columns(["unreadable_events"])
+        write_table(spool, name, old)
+    result = ingest_spool(store, spool)
+    assert (result.files, result.quarantined) == (2, 0)
+    rows = store.execute("SELECT request_id, unreadable_events FROM attempts ORDER BY 1").fetchall()
+    assert rows == [("a", None), ("b", None)]

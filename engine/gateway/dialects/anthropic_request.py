@@ -31,9 +31,9 @@ from engine.gateway.dialects.base import (
     required,
     shown,
     string,
+    tool_arguments,
 )
 from engine.providers.codec import RAW_ARGUMENTS_KEY
-from engine.providers.openai_codec import parse_arguments
 from engine.types import Image, Message, Part, Request, Text, Tool, ToolCall, ToolChoice, ToolResult
 
 __all__ = ["parse"]
@@ -188,7 +188,7 @@ def _tool_call(block: Mapping[str, Any], where: str) -> ToolCall:
     if len(arguments) == 1 and isinstance(raw, str):
         # Our wrapping of arguments that were not JSON, replayed: restore the raw string, so
         # an OpenAI-dialect provider gets back exactly what its model produced.
-        parsed, raw_arguments = parse_arguments(raw)
+        parsed, raw_arguments = tool_arguments(raw, f"{where}.input")
         return ToolCall(call_id, name, parsed, raw_arguments)
     return ToolCall(call_id, name, dict(arguments))
 

@@ -13,12 +13,12 @@ the field, never as a stray `TypeError` or `KeyError` (a 500 would blame the gat
 from __future__ import annotations
 
 import json
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from engine import bounded_json
 from engine.types import (
     MessageEnd,
     Request,
@@ -53,6 +53,7 @@ __all__ = [
     "sse_event",
     "status_for_error_type",
     "string",
+    "tool_arguments",
 ]
 
 FEATURE_HEADER = "x-switchover-feature"
@@ -170,28 +171,43 @@ def status_for_error_type(error_type: str) -> int:
 # --- reading untrusted JSON ---------------------------------------------------------------
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e999: a float, but one no provider would accept back
-        raise ValueError(f"the number {text[:24]} is out of range")
-    return value
-
-
 def load_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object: no NaN, no Infinity, no number that overflows a float."""
+    """The body as a JSON object, within engine.bounded_json's limits: valid UTF-8 with no lone
+    surrogate, no NaN, Infinity or overflowing number, at most MAX_DEPTH levels deep."""
     try:
-        data = json.loads(body, parse_constant=_no_constants, parse_float=_finite)
-    except RecursionError:
-        raise BadRequest("the request body is nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, over-long integers
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        data = bounded_json.loads(body)
+    except bounded_json.JsonRejected as exc:
+        raise BadRequest(f"the request body {_BODY_PROBLEMS[exc.reason]}: {exc.message}") from None
     if not isinstance(data, dict):
         raise BadRequest(f"the request body must be a JSON object, not {describe(data)}")
     return data
+
+
+_BODY_PROBLEMS = {
+    "invalid": "is not valid JSON",
+    "too_deep": "is nested too deeply",
+    "non_finite": "is not valid JSON",
+    "unencodable": "is not valid text",
+}
+
+
+def tool_arguments(raw: object, where: str) -> tuple[Mapping[str, Any] | None, str | None]:
+    """(arguments, the caller's exact string) of a tool call in a caller's history. Arguments
+    that are not JSON, or not an object, pass through as the raw string (it is what the model
+    said); arguments no provider could be sent (too deep, a lone surrogate) are a BadRequest."""
+    if isinstance(raw, Mapping):  # not OpenAI's shape, but unambiguous
+        return dict(raw), None
+    if not isinstance(raw, str):
+        return {}, None
+    if not raw.strip():
+        return {}, raw
+    try:
+        parsed = bounded_json.loads(raw)
+    except bounded_json.JsonRejected as exc:
+        if exc.reason in ("too_deep", "unencodable"):
+            raise invalid(where, exc.message) from None
+        return None, raw
+    return (parsed, raw) if isinstance(parsed, dict) else (None, raw)
 
 
 def describe(value: object) -> str:

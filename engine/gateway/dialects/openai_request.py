@@ -30,9 +30,9 @@ from engine.gateway.dialects.base import (
     required,
     shown,
     string,
+    tool_arguments,
 )
 from engine.providers.codec import split_data_url
-from engine.providers.openai_codec import parse_arguments
 from engine.types import Image, Message, Request, Text, Tool, ToolCall, ToolChoice, ToolResult
 
 __all__ = ["parse"]
@@ -188,7 +188,7 @@ def _tool_call(value: object, where: str) -> ToolCall:
     if not isinstance(raw, str | Mapping):  # an object is not OpenAI's, but it is unambiguous
         raise invalid(f"{at}.arguments", f"expected a JSON string, got {describe(raw)}")
     # The caller's exact string is kept even when it is not JSON: it is what the model said.
-    arguments, raw_arguments = parse_arguments(raw)
+    arguments, raw_arguments = tool_arguments(raw, f"{at}.arguments")
     return ToolCall(call_id, name, arguments, raw_arguments)
 
 

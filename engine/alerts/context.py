@@ -1,0 +1,44 @@
+"""What an alert condition sees and says: the store at a moment, and an observation that fires.
+Shared by the rule kinds (engine.alerts.conditions, engine.alerts.telemetry_conditions)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+
+from engine.alerts.rules import Rule
+
+# A process that recorded nothing for this long is gone (restarted, scaled down): its breakers
+# went with it and no longer count as open.
+PROCESS_GONE_AFTER = timedelta(minutes=10)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    rule: Rule
+    subject: str  # a route, target or provider; "all routes"; "spool"
+    value: float  # in rule.unit
+    summary: str  # one line a person acts on, with the numbers
+    cost_usd: Decimal | None = None  # what the condition cost in its window, where it has one
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    con: duckdb.DuckDBPyConnection
+    now: datetime
+    spool_dir: Path
+    wall: Callable[[], float] = time.time  # file ages are measured against the real clock
+
+    def since(self, rule: Rule) -> datetime:
+        return self.now - timedelta(seconds=rule.window_s)
+
+
+def window_text(rule: Rule) -> str:
+    minutes = rule.window_s / 60
+    return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
