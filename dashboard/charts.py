@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
+
+# One colour per target (or provider) on every page and in every incident: picked from the
+# name, so a target keeps its colour whatever else a chart shows.
+PALETTE = px.colors.qualitative.Dark24
+
+
+def colour_of(name: str) -> str:
+    """The colour `name` has everywhere in the dashboard (stable across runs and pages)."""
+    digest = hashlib.blake2s(name.encode(), digest_size=4).digest()
+    return PALETTE[int.from_bytes(digest, "big") % len(PALETTE)]
+
+
+def colours(names: Iterable[str]) -> dict[str, str]:
+    """`color_discrete_map` for the names a chart shows."""
+    return {name: colour_of(name) for name in names}
+
 
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "height": 300, "legend_title_text": ""}
 

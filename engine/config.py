@@ -215,8 +215,8 @@ def parse_config(
     reports = _reports(data.get("reports", {}), fail)
     state = _state(data.get("state", {}), fail)
     gateway = _gateway(data.get("gateway", {}), fail)
-    if gateway.allow_direct_targets and "direct" in routes:
-        raise fail("routes.direct", 'with allow_direct_targets, "direct" names unrouted models')
+    if "direct" in routes:
+        raise fail("routes.direct", '"direct" is the label of targets a caller names alone')
     return Config(
         providers=providers,
         routes=routes,

@@ -133,8 +133,8 @@ class Switchover:
         return cls(load_config(path), **kwargs)
 
     def chain(self, model: str) -> Chain:
-        """The chain for a route name, or a one-target chain for a `provider/model` that a
-        route lists. Any other name is a ConfigError (the gateway's 404), unless `[gateway]
+        """The chain for a route name, or a one-target chain (route label "direct") for a
+        `provider/model` that a route lists. Any other name is a ConfigError (the gateway's 404), unless `[gateway]
         allow_direct_targets` admits it, under the route label "direct", up to
         `max_direct_models` distinct models: what a caller can name is bounded by the
         configuration, and so are the chains, breakers and metric series it creates."""
@@ -142,12 +142,12 @@ class Switchover:
         if chain is not None:
             return chain
         target = self._direct_target(model)
-        direct = target.name not in self.config.configured_targets()
-        if direct:
+        unlisted = target.name not in self.config.configured_targets()
+        if unlisted:
             self._direct_models.add(target.name)
-            chain = self._chain(DIRECT_ROUTE, [target], self.config.policy, model_from_caller=True)
-        else:
-            chain = self._chain(model, [target], self.config.policy)
+        # One route label for every target named alone, listed or not: Live, the rollups and
+        # the reports show the configured routes and "direct", never a route per name.
+        chain = self._chain(DIRECT_ROUTE, [target], self.config.policy, model_from_caller=unlisted)
         self._chains[model] = chain
         return chain
 
