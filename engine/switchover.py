@@ -134,8 +134,8 @@ class Switchover:
 
     def chain(self, model: str) -> Chain:
         """The chain for a route name, or a one-target chain (route label "direct") for a
-        `provider/model` that a route lists. Any other name is a ConfigError (the gateway's 404), unless `[gateway]
-        allow_direct_targets` admits it, under the route label "direct", up to
+        `provider/model` that a route lists. Any other name is a ConfigError (the gateway's
+        404), unless `[gateway] allow_direct_targets` admits it, under the same label, up to
         `max_direct_models` distinct models: what a caller can name is bounded by the
         configuration, and so are the chains, breakers and metric series it creates."""
         chain = self._chains.get(model)
