@@ -22,6 +22,7 @@ Layout, one concern per module:
     peer          LiteLLM's side as a subprocess, and its added time beside the chain's
     litellm_side  LiteLLM's side itself (runs in bench/.venv-litellm only)
     incident      a primary's outage: a request's added time before and after the breaker opens
+    breakers      the SQLite breaker store of one host against the memory store, per request
     runner        the timing loops: interleaved sequential, bursts at a concurrency
     stats         percentiles, one comparison row, one telemetry figure (pure)
     cases         which comparisons make up the chain's table

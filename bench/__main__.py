@@ -1,7 +1,7 @@
-"""`python -m bench [--quick] [--only chain|incident|telemetry|simulator|shaping|gateway]
+"""`python -m bench [--quick] [--only chain|incident|telemetry|simulator|shaping|breakers|gateway]
 [--no-write] [--output PATH]`: run the chain's cases (with LiteLLM's Router beside them), the
-outage figures, the telemetry, the simulator, the route behaviours and the gateway, print the
-tables, and rewrite the generated sections of
+outage figures, the telemetry, the simulator, the route behaviours, the breaker stores and the
+gateway, print the tables, and rewrite the generated sections of
 docs/benchmarks.md (with `--only`, only that part)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from bench import gateway, incident, peer, report, shaping, simulator, telemetry
+from bench import breakers, gateway, incident, peer, report, shaping, simulator, telemetry
 from bench.cases import QUICK, Run, Sizes
 from bench.fake_process import REPO, FakeServerProcess
 from bench.stats import Row
@@ -115,6 +115,8 @@ def main() -> None:
         generated["simulator"] = simulator.run(args.quick, command)
     if args.only in (None, "shaping"):
         generated["shaping"] = shaping.run(args.quick, command)
+    if args.only in (None, "breakers"):
+        generated["breakers"] = breakers.run(args.quick, command)
     gateway_text = None
     if args.only in (None, "gateway"):
         gateway_text = gateway.run(args.quick, command)

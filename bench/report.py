@@ -36,6 +36,7 @@ HEADINGS = {
     "telemetry": TELEMETRY,
     "simulator": "## Simulator",
     "shaping": "## Route behaviours",
+    "breakers": "## Breaker stores",
 }
 PARTS = tuple(HEADINGS)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.breaker import MemoryBreakerStore
 from engine.config import parse_config
 from engine.paths import DataPaths
 from engine.switchover import Switchover
@@ -65,7 +66,11 @@ def measure(name: str, route: str, requests: int, rounds: int) -> Measured:
     config = parse_config(tomllib.loads(PROVIDERS + "[routes.r]\n" + route))
     fake = FakeTransport(reply_text=ANSWER)
     record_to = DataPaths(data) if name.startswith("operator") else None
-    sw = Switchover(config, transport=fake, environ={"K": "k"}, record_to=record_to)
+    # The data folder would also share breakers through its SQLite file (bench/breakers.py
+    # measures that): the memory store keeps this row to the switches alone.
+    breakers = MemoryBreakerStore(config.policy.breaker_policy())
+    sw = Switchover(config, transport=fake, environ={"K": "k"}, record_to=record_to,
+                    breakers=breakers)  # fmt: skip
     if sw.recorder is not None:  # the switches, not the spool, are what this row measures
         sw.hooks.remove(sw.recorder)
         sw.chain("r").hooks.remove(sw.recorder)

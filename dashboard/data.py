@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import streamlit as st
 
-from engine.money import format_usd
+from engine.money import format_change, format_usd
 from engine.paths import DataPaths
 from engine.store.read import PublishedData
 
@@ -85,6 +85,11 @@ class View:
     def grain(self) -> str:
         return "minute" if self.window <= MINUTE_DATA else "hour"
 
+    @property
+    def bucket(self) -> timedelta:
+        """The length of one bucket at the view's grain."""
+        return timedelta(minutes=1) if self.grain == "minute" else timedelta(hours=1)
+
     def local(self, column: pd.Series) -> pd.Series:
         """UTC timestamps shown in the chosen timezone."""
         return pd.to_datetime(column, utc=True).dt.tz_convert(self.tz)
@@ -93,6 +98,15 @@ class View:
         if when is None or pd.isna(when):
             return "—"
         return pd.Timestamp(when).tz_convert(self.tz).strftime("%Y-%m-%d %H:%M")
+
+    def short(self, when: Any) -> str:
+        """The time of day for times of the last 12 hours ("12:05"), else the date too."""
+        recent = pd.Timestamp(self.now) - pd.Timestamp(when) < pd.Timedelta(hours=12)
+        return self.clock(when) if recent else self.stamp(when)
+
+    def clock(self, when: Any, seconds: bool = False) -> str:
+        """The time of day only ("12:05", "12:05:23"), for times of the last hours."""
+        return pd.Timestamp(when).tz_convert(self.tz).strftime("%H:%M:%S" if seconds else "%H:%M")
 
 
 DEFAULTS = {"window": "1 h", "timezone": os.environ.get("SWITCHOVER_TIMEZONE", "UTC")}
@@ -119,6 +133,15 @@ def view() -> View:
     return View(label, WINDOWS[label], ZoneInfo(tz), datetime.now(UTC))
 
 
+def as_of(v: View) -> datetime:
+    """The time the published data reaches (now at the latest): the start of the scheduler
+    cycle that took in the spool, which the recent attempts are stamped with. "The last 5 min"
+    count back from it, so that the wait for the next cycle never reads as a drop."""
+    snapshots = manifest()
+    published = snapshots.get("recent_attempts") or snapshots.get("rollup_minute")
+    return v.now if published is None else min(v.now, published.written_at)
+
+
 def rollups(v: View, **filters: Any) -> pd.DataFrame:
     """The window's rollups at the view's grain."""
     return query(f"{v.grain}_rollups", since=v.since, **filters)
@@ -127,6 +150,11 @@ def rollups(v: View, **filters: Any) -> pd.DataFrame:
 def usd(value: object, digits: int = 4) -> str:
     """Dollars with the sign before the symbol: "-$0.0226", not "$-0.0226"."""
     return format_usd(float(value or 0), digits)
+
+
+def change(value: object, digits: int = 4) -> str:
+    """A difference in cost as a person reads it: "saved $0.0168", "cost $0.0168 more"."""
+    return format_change(float(value or 0), digits)
 
 
 def empty_state() -> None:

@@ -9,7 +9,10 @@ the one definition the weekly report shares; definitions are docs/metrics.md's (
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 
@@ -98,12 +101,60 @@ def latest_report(drills: pd.DataFrame) -> pd.Series | None:
     return done.sort_values(["started_at", "drill_id"]).iloc[-1]
 
 
+def drill_why(drill: pd.Series) -> list[str]:
+    """Why a reported drill failed: the scheduler's reasons (it aborted itself after a request
+    failed, the failures it caused, what its pre-flight found), or the summary of a report
+    written before reasons existed; empty unless the verdict is "failed"."""
+    if drill.get("verdict") != "failed":
+        return []
+    report = _report(drill)
+    reasons = [str(r) for r in report.get("why") or [] if r]
+    summary = drill.get("summary")
+    if not reasons and isinstance(summary, str) and summary:
+        reasons = [summary]
+    return reasons or ["the report gives no reason"]
+
+
+def preflight_note(drill: pd.Series) -> str | None:
+    """What the drill's pre-flight found wrong with the route's other targets when it started
+    ("backup claude/x: breaker open (account)"), with "forced" when it was started over it."""
+    report = _report(drill)
+    found = report.get("preflight")
+    if not isinstance(found, str) or not found:
+        return None
+    return ("started with --force although no other target was healthy: " if report.get("forced")
+            else "at its start the pre-flight found: ") + found  # fmt: skip
+
+
+def _report(drill: pd.Series) -> dict:
+    raw = drill.get("report")
+    try:
+        report = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
 def not_reported(drills: pd.DataFrame) -> pd.DataFrame:
     """Drills still running, or ended and waiting for their report, oldest first."""
     if drills.empty:
         return drills
     waiting = drills[drills["status"] != "reported"]
     return waiting.sort_values(["started_at", "drill_id"]).reset_index(drop=True)
+
+
+def waiting_text(drill: Any, stamp: Callable[[datetime], str]) -> str:
+    """The sentence for a drill row (a frame's itertuples) that has no report yet: running
+    until its planned end, or ended, and why when it aborted itself."""
+    ended = getattr(drill, "ended_at", None)
+    running = ended is None or pd.isna(ended)
+    parts = [f"until {stamp(drill.ends_at)}"] if running else [f"at {stamp(ended)}"]
+    why = getattr(drill, "ended_reason", None)  # a snapshot from before migration 9 has none
+    if not running and isinstance(why, str) and why:
+        parts.append(why)
+    parts.append(f"requested by {drill.requested_by}")
+    return (f"A drill on **{drill.target}** {'is running' if running else 'has ended'} "
+            f"({', '.join(parts)}): its report comes once its attempts are in.")  # fmt: skip
 
 
 def drill_table(drills: pd.DataFrame, now: datetime) -> pd.DataFrame:

@@ -13,10 +13,11 @@ so tests and the simulator run this very code on virtual time.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,17 +60,22 @@ log = logging.getLogger("switchover.chain")
 
 @dataclass(frozen=True, slots=True)
 class ChainEvent:
-    """Something an operator must hear about at once, beyond the attempt record."""
+    """Something an operator must hear about at once, beyond the attempt record: a credential
+    failure, or a request that failed with every provider unavailable (`causes`: the targets
+    that failed or were skipped)."""
 
-    kind: Literal["credential_failure"]
+    kind: Literal["credential_failure", "all_unavailable"]
     route: str
     target: str
     error_class: str
     message: str
     at: datetime
+    request_id: str | None = None
+    causes: tuple[str, ...] = ()
 
 
-EventHook = Callable[[ChainEvent], None]
+# A hook may be a coroutine function: the chain awaits it before it goes on (or raises).
+EventHook = Callable[[ChainEvent], Awaitable[None] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,19 +280,24 @@ class Chain:
                     if isinstance(error, RequestFault | LocalFault):
                         raise RequestFailed(error, tuple(run.attempts)) from error
                     if isinstance(error, AccountFault) and not isinstance(error, DrillFault):
-                        self._emit(target, error)
+                        await self._emit(target, error)
                     if wait is None:
                         break
                     await self.clock.sleep(wait)
         if not run.attempts:
             state = (await self.breakers.snapshot(targets[0].name)).status
             run.unsent(targets[0], state)
-        raise AllProvidersUnavailable(
+        failure = AllProvidersUnavailable(
             tuple(run.errors),
             tuple(run.attempts),
             skipped=tuple(run.skipped),
             deadline_exceeded=run.deadline_hit,
         )
+        causes = dict.fromkeys([a.target for a in run.attempts] + [n for n, _ in run.skipped])
+        await self._announce(ChainEvent("all_unavailable", self.route, targets[0].name,
+                                        "all_unavailable", str(failure), self.clock.wall(),
+                                        run.request_id, tuple(causes)))  # fmt: skip
+        raise failure
 
     def _callers_mistake(self, error: AttemptError) -> AttemptError:
         """On a direct target, the provider's 404 for the model is the caller's error."""
@@ -347,7 +358,7 @@ class Chain:
         """Whether `remaining` seconds are too few to begin an attempt."""
         return remaining <= 0 or remaining < self.policy.min_attempt_budget_s
 
-    def _emit(self, target: Target, error: AttemptError) -> None:
+    async def _emit(self, target: Target, error: AttemptError) -> None:
         event = ChainEvent(
             "credential_failure",
             self.route,
@@ -363,8 +374,13 @@ class Chain:
             error.error_class,
             error.message,
         )
+        await self._announce(event)
+
+    async def _announce(self, event: ChainEvent) -> None:
         for hook in self.event_hooks:
             try:
-                hook(event)
+                done = hook(event)
+                if inspect.isawaitable(done):
+                    await done
             except Exception:
                 log.exception("event hook %r failed; the request goes on", hook)

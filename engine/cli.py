@@ -6,11 +6,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -167,7 +165,8 @@ def serve(
     workers: Annotated[
         int,
         typer.Option(
-            min=1, help="Worker processes; they share breakers when [state] redis_url is set."
+            min=1,
+            help="Worker processes; they share breakers through the data folder (or Redis).",
         ),
     ] = 1,
     data_dir: DataDirOption = None,
@@ -336,9 +335,10 @@ def up(
     data_dir: DataDirOption = None,
 ) -> None:
     """Start Switchover on this machine (gateway, scheduler and dashboard; with --demo also
-    the fake providers and traffic); Ctrl-C stops everything."""
+    the fake providers and traffic); Ctrl-C or SIGTERM stops everything. Exits with a child's
+    status when one of them stops by itself."""
     from engine.paths import DataPaths
-    from engine.supervisor import run_stack
+    from engine.supervisor import Stop, run_stack
     from simulations.demo import run_demo, wants_demo
 
     if demo is None:
@@ -346,24 +346,23 @@ def up(
         typer.echo(reason)
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     board = dashboard_port or None
-    if demo:
-        job = run_demo(port=port, paths=paths, gateway_port=gateway_port, dashboard_port=board)
-    else:
-        job = run_stack(
-            config, paths, gateway_port=gateway_port, say=typer.echo, dashboard_port=board
-        )
+    stop = Stop()
+
+    async def supervise() -> int:
+        # A service manager stops with SIGTERM, a terminal with SIGINT: both start the same stop
+        # (every child stopped in order, the spool flushed), and once is enough.
+        with stop.on_signals():
+            if demo:
+                return await run_demo(port=port, paths=paths, gateway_port=gateway_port,
+                                      dashboard_port=board, stop=stop)  # fmt: skip
+            return await run_stack(config, paths, gateway_port=gateway_port, say=typer.echo,
+                                   dashboard_port=board, stop=stop)  # fmt: skip
+
+    code = 130  # interrupted before the event loop ran: nothing was started
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_until_stopped(job))
+        code = asyncio.run(supervise())
     typer.echo("stopped")
-
-
-async def _until_stopped(job: Coroutine[Any, Any, None]) -> None:
-    """Run `job`; SIGTERM (a service manager, `docker stop`) stops it as Ctrl-C does: every
-    child process is stopped in order and the spool is flushed, never orphaned."""
-    task = asyncio.ensure_future(job)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    raise typer.Exit(code)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,10 +1,14 @@
 """`switchover drill --route R --target T --for 5m`: a fault drill on a running gateway.
 
-The gateway makes T fail on route R as if its key were invalid (engine.drills) for the period,
-this command counts it down, ends it (Ctrl-C ends it early), and then waits for the scheduler's
-report of what happened: whether the backups served the traffic, how fast the breaker opened,
-the cost difference, failed requests, and whether T serves again. Exit code 0 when the drill
-passed, 1 when it failed or no report came, 2 for bad input.
+The gateway first checks that another target of R is healthy now and refuses the drill,
+saying why, when none is (`--force` starts it anyway). It then makes T fail on route R as if
+its key were invalid (engine.drills) for the period, this command counts it down, ends it
+(Ctrl-C ends it early; the drill ends itself at the first request of R that fails with every
+provider unavailable), and then waits for the scheduler's report of what happened: whether the
+backups served the traffic, how fast the breaker opened, the cost difference, the failed
+requests the drill caused, whether it aborted itself, and whether T serves again. Exit code 0
+when the drill passed, 1 when it failed, was refused by its pre-flight or no report came, 2 for
+bad input.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +46,14 @@ def drill_command(
     report_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the scheduler's report after the drill.")
     ] = 120.0,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Start even when no other target of the route is healthy now (the drill "
+            "still ends itself at the first request that fails).",
+        ),
+    ] = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """Fail TARGET on ROUTE as if its key were invalid, then report the fallback it caused."""
@@ -54,18 +67,8 @@ def drill_command(
     headers = {"authorization": f"Bearer {key}"} if key else {}
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     with httpx.Client(base_url=gateway.rstrip("/"), headers=headers, timeout=10) as client:
-        started = _call(client, "/admin/drills/start",
-                        {"route": route, "target": target, "for_s": seconds})["drill"]  # fmt: skip
-        drill_id = started["drill_id"]
-        ends_at = datetime.fromisoformat(started["ends_at"])
-        typer.echo(f"drill {drill_id}: {target} fails on route {route} as if its key were "
-                   f"invalid, until {ends_at:%H:%M:%S} UTC (Ctrl-C ends it early)")  # fmt: skip
-        try:
-            _count_down(ends_at)
-        except KeyboardInterrupt:
-            typer.echo("ending the drill early")
-        finally:
-            _end(client, drill_id)
+        body = {"route": route, "target": target, "for_s": seconds, "force": force}
+        drill_id = _drive(client, body)
     typer.echo(f"{target} restored on route {route}; waiting for the scheduler's report")
     report = _wait_for_report(paths.published, drill_id, report_timeout)
     if report is None:
@@ -79,6 +82,29 @@ def drill_command(
         raise typer.Exit(1)
 
 
+def _drive(client: httpx.Client, body: dict[str, Any]) -> str:
+    """Start the drill, count it down, end it (early on Ctrl-C); its id."""
+    started = _call(client, "/admin/drills/start", body)["drill"]
+    drill_id, route, target = started["drill_id"], body["route"], body["target"]
+    ends_at = datetime.fromisoformat(started["ends_at"])
+    if started.get("forced"):
+        typer.secho(f"started with --force: {started['preflight']}", fg="yellow", err=True)
+    typer.echo(f"drill {drill_id}: {target} fails on route {route} as if its key were "
+               f"invalid, until {ends_at:%H:%M:%S} UTC (Ctrl-C ends it early)")  # fmt: skip
+    try:
+        ran_out = _count_down(ends_at, lambda: _running(client, drill_id))
+    except KeyboardInterrupt:
+        typer.echo("ending the drill early")
+    else:
+        if not ran_out:
+            typer.secho("the drill ended before its planned end: it ends itself when a request "
+                        f"of {route} fails with every provider unavailable (the report says "
+                        "why)", fg="yellow", err=True)  # fmt: skip
+    finally:
+        _end(client, drill_id)
+    return drill_id
+
+
 def _call(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
         reply = client.post(path, json=body)
@@ -86,11 +112,25 @@ def _call(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, An
         raise _fail(f"cannot reach the gateway at {client.base_url}: {exc}") from None
     if reply.status_code != 200:
         try:
-            message = reply.json()["error"]["message"]
+            error = reply.json()["error"]
+            message, kind = str(error["message"]), error.get("type")
         except (ValueError, KeyError, TypeError):
-            message = reply.text[:200]
+            message, kind = reply.text[:200], None
+        if kind == "drill_refused":  # the drill could run, just not now: not bad input
+            raise _fail(f"drill refused: {message}", code=1)
         raise _fail(f"the gateway refused ({reply.status_code}): {message}")
     return reply.json()
+
+
+def _running(client: httpx.Client, drill_id: str) -> bool:
+    """Whether the gateway still runs the drill; True when it cannot say (the drill then stops
+    at its planned end, as it would anyway)."""
+    try:
+        reply = client.get("/admin/drills")
+        drills = reply.json()["drills"] if reply.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return True
+    return drills is None or any(d.get("drill_id") == drill_id for d in drills)
 
 
 def _end(client: httpx.Client, drill_id: str) -> None:
@@ -104,16 +144,21 @@ def _end(client: httpx.Client, drill_id: str) -> None:
                     "end", err=True)  # fmt: skip
 
 
-def _count_down(ends_at: datetime) -> None:
+def _count_down(ends_at: datetime, running: Callable[[], bool]) -> bool:
+    """Count down to `ends_at`, asking every second whether the drill still runs; False when
+    it ended before (it aborted itself, or another operator ended it)."""
     total = max(1, round((ends_at - datetime.now(UTC)).total_seconds()))
     with typer.progressbar(length=total, label="drill", show_eta=False, file=None) as bar:
         done = 0
         while (left := (ends_at - datetime.now(UTC)).total_seconds()) > 0:
+            if not running():
+                return False
             time.sleep(min(1.0, left))
             step = min(total, total - max(0, round(left))) - done
             if step > 0:
                 bar.update(step)
                 done += step
+    return True
 
 
 def _wait_for_report(published: Path, drill_id: str, timeout_s: float) -> dict[str, Any] | None:
@@ -138,10 +183,13 @@ def _show(report: dict[str, Any], target: str) -> None:
 
     color = "green" if report["verdict"] == "passed" else "red"
     typer.secho(f"verdict: {report['verdict']}", fg=color, bold=True)
+    for why in report.get("why", []):  # reports from before the self-abort have none
+        typer.secho(f"  {why}", fg=color)
     typer.echo(f"  requests during the drill: {report['requests']}")
     for served, n in sorted(report["served_by"].items(), key=lambda item: -item[1]):
         typer.echo(f"    served by {served}: {n}")
-    typer.echo(f"  failed requests: {report['failed']}")
+    caused = " (every provider unavailable: caused by the drill)" if report["failed"] else ""
+    typer.echo(f"  failed requests: {report['failed']}{caused}")
     typer.echo(f"  calls refused by the drill: {report['drill_faults']}")
     opened = report["breaker_opened_after_s"]
     typer.echo("  breaker of " + target + (f" opened after {opened:.1f} s" if opened is not None

@@ -211,7 +211,13 @@ def parse_config(
         name: _price(name, table, fail)
         for name, table in table_of(data.get("prices", {}), "prices", fail).items()
     }
-    alerting = parse_alerting(data.get("alerts"), data.get("alerting"), fail, routes=tuple(routes))
+    alerting = parse_alerting(
+        data.get("alerts"),
+        data.get("alerting"),
+        fail,
+        routes=tuple(routes),
+        key_envs={name: p.api_key_env for name, p in providers.items()},
+    )
     reports = _reports(data.get("reports", {}), fail)
     state = _state(data.get("state", {}), fail)
     gateway = _gateway(data.get("gateway", {}), fail)

@@ -1,6 +1,7 @@
 """Where Switchover keeps its runtime files, under one data folder (default `data/`, or
 `SWITCHOVER_DATA_DIR`). Writers only ever touch `spool/` (and `control/`, requests to the
-scheduler); the scheduler alone opens the database; readers only read `published/`."""
+scheduler; `state/`, the breakers they share); the scheduler alone opens the database; readers
+only read `published/`."""
 
 from __future__ import annotations
 
@@ -73,6 +74,18 @@ class DataPaths:
     @property
     def reports(self) -> Path:
         return self.root / "reports"
+
+    @property
+    def breaker_states(self) -> Path:
+        """The breakers every process of this host that records here shares, when no Redis is
+        configured (engine.breaker_sqlite): written by them all, never by the scheduler."""
+        return self.root / "state" / "breakers.sqlite"
+
+    @property
+    def logs(self) -> Path:
+        """The output of the processes `switchover up` starts, one file per process, so that
+        its console says only what changed (engine.supervisor)."""
+        return self.root / "logs"
 
 
 def recorder_status_dir(spool: Path) -> Path:

@@ -52,6 +52,11 @@ class Switch:
     kind: Kind = "disabled"
     until: datetime | None = None  # a drill's planned end
     drill_id: str | None = None
+    # A drill's pre-flight (engine.drills): started over its refusal, and what it found wrong
+    # with the route's other targets. Kept with the switch so that whichever process ends the
+    # drill writes the whole record.
+    forced: bool = False
+    preflight: str | None = None
 
     @property
     def key(self) -> tuple[str, str | None, str]:
@@ -60,6 +65,8 @@ class Switch:
     def as_dict(self) -> dict[str, Any]:
         body = {**asdict(self), "since": self.since.isoformat()}
         body["until"] = self.until.isoformat() if self.until else None
+        if self.kind != "drill":  # a disabled target's entry keeps the shape it always had
+            del body["forced"], body["preflight"]
         return body
 
     @classmethod
@@ -72,9 +79,11 @@ class Switch:
             raise ValueError(f"not a kind of switch: {kind!r}")
         since = datetime.fromisoformat(data["since"])
         until = datetime.fromisoformat(data["until"]) if data.get("until") else None
-        drill_id = data.get("drill_id")
+        drill_id, preflight = data.get("drill_id"), data.get("preflight")
         return cls(target, route, str(data.get("reason", "")), str(data.get("by", "")), since,
-                   kind, until, drill_id if isinstance(drill_id, str) else None)  # fmt: skip
+                   kind, until, drill_id if isinstance(drill_id, str) else None,
+                   data.get("forced") is True,
+                   preflight if isinstance(preflight, str) else None)  # fmt: skip
 
 
 class Switches(Protocol):
@@ -89,10 +98,18 @@ class Switches(Protocol):
 
     async def entries(self) -> list[dict[str, Any]]:
         """Every switch: target, route (None: everywhere), reason, by, since (ISO time), kind,
-        and for a drill its `until` and `drill_id`."""
+        and for a drill its `until`, `drill_id`, `forced` and `preflight`."""
 
     async def start_drill(
-        self, target: str, *, route: str, until: datetime, drill_id: str, by: str = ""
+        self,
+        target: str,
+        *,
+        route: str,
+        until: datetime,
+        drill_id: str,
+        by: str = "",
+        forced: bool = False,
+        preflight: str | None = None,
     ) -> None: ...
 
     async def end_drill(self, target: str, *, route: str) -> None: ...
@@ -159,11 +176,17 @@ class TargetSwitches:
         return _disabled_for(self._load(), route)
 
     async def start_drill(
-        self, target: str, *, route: str, until: datetime, drill_id: str, by: str = ""
+        self,
+        target: str,
+        *,
+        route: str,
+        until: datetime,
+        drill_id: str,
+        by: str = "",
+        forced: bool = False,
+        preflight: str | None = None,
     ) -> None:
-        drill = Switch(
-            target, route, f"drill {drill_id}", by, self._now(), "drill", until, drill_id
-        )
+        drill = _drill(target, route, until, drill_id, by, self._now(), forced, preflight)
         with self._locked() as current:
             current[drill.key] = drill
 
@@ -309,12 +332,17 @@ class RedisTargetSwitches:
         self._fresh_until = None
 
     async def start_drill(
-        self, target: str, *, route: str, until: datetime, drill_id: str, by: str = ""
+        self,
+        target: str,
+        *,
+        route: str,
+        until: datetime,
+        drill_id: str,
+        by: str = "",
+        forced: bool = False,
+        preflight: str | None = None,
     ) -> None:
-        drill = Switch(
-            target, route, f"drill {drill_id}", by, self._now(), "drill", until, drill_id
-        )
-        await self._put(drill)
+        await self._put(_drill(target, route, until, drill_id, by, self._now(), forced, preflight))
 
     async def end_drill(self, target: str, *, route: str) -> None:
         await self.redis.hdel(self._key, _field(target, route, "drill"))
@@ -376,9 +404,17 @@ class RedisTargetSwitches:
 
 
 def _drill(
-    target: str, route: str, until: datetime, drill_id: str, by: str, now: datetime
+    target: str,
+    route: str,
+    until: datetime,
+    drill_id: str,
+    by: str,
+    now: datetime,
+    forced: bool,
+    preflight: str | None,
 ) -> Switch:
-    return Switch(target, route, f"drill {drill_id}", by, now, "drill", until, drill_id)
+    reason = f"drill {drill_id}"
+    return Switch(target, route, reason, by, now, "drill", until, drill_id, forced, preflight)
 
 
 def _field(target: str, route: str | None, kind: Kind = "disabled") -> str:

@@ -5,7 +5,8 @@
 
 A model name is a route from the config (`support`) or a single target (`claude/claude-haiku-4-5`).
 Providers are built once, each with one pooled HTTP client; breakers are shared by every route
-that uses the same target, and by every process when `[state] redis_url` names a Redis. The
+that uses the same target, by every process of the host that records to the same data folder,
+and by every process when `[state] redis_url` names a Redis. The
 sync methods run the async ones on a private event-loop thread, so a script needs no asyncio;
 use one style per instance.
 """
@@ -35,6 +36,7 @@ from engine.config import (
     valid_model,
     valid_name,
 )
+from engine.drills import SelfAbort
 from engine.errors import ConfigError
 from engine.health_scores import HealthScores, MemoryHealthScores, RedisHealthScores
 from engine.ordering import TargetOrder
@@ -46,6 +48,7 @@ from engine.providers.openai import OpenAIProvider
 from engine.recorder import AttemptSink, Recorder
 from engine.scrub import Scrubber
 from engine.switches import RedisTargetSwitches, Switches, TargetSwitches
+from engine.target_health import TargetHealth
 from engine.types import Message, Request, Response, StreamEvent
 
 T = TypeVar("T")
@@ -115,6 +118,7 @@ class Switchover:
             config,
             self.clock,
             recording_changes(self.recorder, self.clock) if self.recorder else None,
+            record_to,
         )
         # Health scores only when a route orders by them; switches wherever they can be kept.
         self.scores: HealthScores | None = None
@@ -122,6 +126,12 @@ class Switchover:
             self.scores = _health_scores(config, self.clock)
             self.hooks.append(self.scores.observe)
         self.switches: Switches | None = _switches(config, record_to, self.clock)
+        # What a drill's pre-flight asks about a route's other targets, and the event hook that
+        # ends a drill at the first request it made fail (engine.drills).
+        self.health = TargetHealth(self.breakers, self.switches, self.clock)
+        self.hooks.append(self.health.observe)
+        if self.switches is not None:
+            self.event_hooks.append(SelfAbort(self))
         self._chains: dict[str, Chain] = {
             name: self._route_chain(route) for name, route in config.routes.items()
         }
@@ -314,16 +324,25 @@ def _switches(config: Config, record_to: DataPaths | None, clock: Clock) -> Swit
     return None
 
 
-def _breaker_store(config: Config, clock: Clock, on_change: OnChange | None) -> BreakerStore:
-    """In this process's memory, or in Redis when `[state] redis_url` is set (shared by every
-    process that names the same Redis; see engine.breaker_redis)."""
+def _breaker_store(
+    config: Config, clock: Clock, on_change: OnChange | None, record_to: DataPaths | None
+) -> BreakerStore:
+    """In Redis when `[state] redis_url` is set (shared by every process that names the same
+    Redis; engine.breaker_redis); else, for a process with a data folder on the system clock,
+    in that folder's SQLite file (shared by every process of this host recording there, such
+    as the workers of `serve --workers N`; engine.breaker_sqlite); else in this process's
+    memory. A virtual clock's time belongs to its own process: nobody could share it."""
     policy, by_key = config.policy.breaker_policy(), breaker_policies(config)
-    if config.state.redis_url is None:
-        return MemoryBreakerStore(policy, by_key, on_change)
-    from engine.breaker_redis import RedisBreakerStore
+    if config.state.redis_url is not None:
+        from engine.breaker_redis import RedisBreakerStore
 
-    url = config.state.redis_url
-    return RedisBreakerStore.from_url(url, policy, by_key, on_change, clock=clock)
+        url = config.state.redis_url
+        return RedisBreakerStore.from_url(url, policy, by_key, on_change, clock=clock)
+    if record_to is not None and isinstance(clock, SystemClock):
+        from engine.breaker_sqlite import SQLiteBreakerStore
+
+        return SQLiteBreakerStore(record_to.breaker_states, policy, by_key, on_change)
+    return MemoryBreakerStore(policy, by_key, on_change)
 
 
 def _attempt_sink(config: Config) -> AttemptSink | None:

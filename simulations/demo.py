@@ -1,33 +1,30 @@
-"""`switchover up --demo`: the real engine on the fake providers, with traffic and incidents.
+"""`switchover up --demo`: the product on the fake providers, with traffic and incidents.
 
-Nothing here is a mock-up: requests go through the real chain and provider adapters over HTTP
-to the fault-injecting fake server, which plays a repeating 15-minute incident plan (the
-support primary answering 529 for 3 minutes, a 429 storm on the classifier's primary, an
-expired key on the summariser's primary). The console shows who served what and when the
-breakers open and close.
+Nothing here is a mock-up, and the demo is one system: the scheduler, the gateway and the
+dashboard run as their own processes (engine.supervisor), and the demo's traffic goes to the
+gateway over HTTP in both dialects, as applications' traffic does (simulations.demo_client).
+The gateway's chains call the fault-injecting fake server, which plays a repeating 15-minute
+incident plan (the support primary answering 529 for 3 minutes, a 429 storm on the
+classifier's primary, an expired key on the summariser's primary). So the breakers the demo's
+traffic opens are the ones your own requests meet, and the gateway's recorder, `/metrics` and
+the Live page count all of it; this process records nothing itself. The console says each
+change of state once, and what the last seconds' traffic did (simulations.console).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import time
 import tomllib
-from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.breaker import BreakerState
 from engine.config import Config, load_config, parse_config
-from engine.errors import ChainError, ConfigError
+from engine.errors import ConfigError
 from engine.paths import DataPaths
-from engine.store.publish import RECENT_ATTEMPTS, read_manifest
-from engine.supervisor import child, stack
-from engine.switchover import Switchover
-from engine.types import Attempt, MessageEnd, Response, StreamError, StreamStart
+from engine.supervisor import Stop, Supervisor, start_stack, switchover
+from simulations.console import Console
+from simulations.demo_client import gateway_client, send_traffic, wait_until_ready
 from simulations.fakes import FakeProviders
 from simulations.history import HISTORY_MARKER
 from simulations.traffic import Traffic
@@ -44,6 +41,7 @@ INCIDENTS = (
 )
 
 Say = Callable[[str], None]
+Incident = tuple[str, float, float, str]
 
 
 def wants_demo(config_path: Path) -> tuple[bool, str]:
@@ -59,12 +57,13 @@ def wants_demo(config_path: Path) -> tuple[bool, str]:
     return False, f"using {config_path} with keys from the environment"
 
 
+def demo_text(port: int) -> str:
+    """data/demo.toml on fake providers listening on `port`."""
+    return DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+
+
 def demo_config(port: int) -> Config:
-    text = DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{port}")
-    return parse_config(tomllib.loads(text), source=str(DEMO_CONFIG))
-
-
-Incident = tuple[str, float, float, str]
+    return parse_config(tomllib.loads(demo_text(port)), source=str(DEMO_CONFIG))
 
 
 def plan_incidents(fake: FakeProviders, incidents: tuple[Incident, ...] = INCIDENTS) -> None:
@@ -77,183 +76,68 @@ def plan_incidents(fake: FakeProviders, incidents: tuple[Incident, ...] = INCIDE
     fake.latency(median_ms=350, p99_ms=2500, token_interval_ms=12)
 
 
-@dataclass
-class Tally:
-    """What the console summary says every few seconds."""
-
-    requests: int = 0
-    by_fallback: int = 0
-    failed: int = 0
-    attempts: Counter[str] = field(default_factory=Counter)
-
-    def record(self, attempt: Attempt) -> None:
-        self.attempts[attempt.error_class or "ok"] += 1
-
-
 async def run_demo(
     *,
+    paths: DataPaths,
     port: int = 8700,
+    gateway_port: int = 8787,
+    dashboard_port: int | None = None,
     rate_per_s: float = 3.0,
     seed: int = 7,
     say: Say = print,
     incidents: tuple[Incident, ...] = INCIDENTS,
     report_every_s: float = 10.0,
-    paths: DataPaths | None = None,
-    gateway_port: int | None = None,
-    dashboard_port: int | None = None,
-) -> None:
-    """With `paths`, every attempt is spooled there, and the scheduler, the gateway (on
-    `gateway_port`) and the dashboard (on `dashboard_port`) run as their own processes on the
-    demo routes, as in production."""
-    os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-secret")
-    tally = Tally()
+    stop: Stop | None = None,
+) -> int:
+    """The demo until `stop` (or a cancel), or until a process it runs exits; what `switchover
+    up` exits with (0 after a stop, else that process's status). The fake providers run in
+    this process; the scheduler, the gateway (on `gateway_port`) and the dashboard (given
+    `dashboard_port`) as their own processes on the demo routes, as in production, all on the
+    data folder `paths`. The traffic starts once the gateway is ready; at a stop it is
+    cancelled before anything else."""
+    os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-secret")  # the children inherit it
+    began = datetime.now(UTC)
     async with (
-        FakeProviders("127.0.0.1", port) as fake,
-        _processes(paths, fake.port, gateway_port, dashboard_port, say),
+        FakeProviders("127.0.0.1", port) as fake,  # stopped last: the gateway drains into it
+        Supervisor(say, paths.logs, stop) as processes,
     ):
         plan_incidents(fake, incidents)
-        sw = Switchover(demo_config(fake.port), hooks=[tally.record], record_to=paths)
+        config = _demo_folder(paths, fake.port)
         say(f"fake providers on {fake.base_url} (control: {fake.base_url}/_fake/log)")
         say("incidents every 15 min: " + "; ".join(
             f"{model} {fault.split(':')[0]} at +{start:g}s for {duration:g}s"
             for model, start, duration, fault in incidents
         ))  # fmt: skip
+        await start_stack(
+            processes, config, paths, gateway_port=gateway_port, dashboard_port=dashboard_port
+        )
+        if not (paths.root / HISTORY_MARKER).exists():
+            say("seeding 14 days of demo history in the background (about a minute)")
+            history = switchover("demo-history", "--data-dir", str(paths.root))
+            await processes.start("demo history", history, essential=False)
         say("Ctrl-C stops the demo")
-        async with sw:
-            reporter = asyncio.create_task(_report(sw, tally, say, report_every_s, paths))
-            try:
-                await _send_traffic(sw, tally, Traffic(seed), rate_per_s, say)
-            finally:
-                reporter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reporter
+        console = Console(say, window_s=report_every_s, published=paths.published, since=began)
+        async with gateway_client(f"http://127.0.0.1:{gateway_port}") as gateway:
+
+            async def traffic() -> None:
+                await wait_until_ready(gateway)
+                say(f"sending about {rate_per_s:g} requests/s through the gateway")
+                await send_traffic(gateway, Traffic(seed), rate_per_s, console.count)
+
+            async def watch() -> None:
+                await wait_until_ready(gateway)  # no summary of the seconds before traffic
+                await console.run(gateway)
+
+            return await processes.run(traffic(), watch())
 
 
-async def _send_traffic(
-    sw: Switchover, tally: Tally, traffic: Traffic, rate_per_s: float, say: Say
-) -> None:
-    in_flight: set[asyncio.Task[None]] = set()
-    try:
-        while True:
-            route, request = traffic.next()
-            task = asyncio.create_task(_one(sw, tally, route, request, say))
-            in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
-            await asyncio.sleep(traffic.rng.expovariate(rate_per_s))
-    finally:
-        for task in in_flight:
-            task.cancel()
-        await asyncio.gather(*in_flight, return_exceptions=True)
-
-
-async def _one(sw: Switchover, tally: Tally, route: str, request, say: Say) -> None:
-    tally.requests += 1
-    try:
-        if request.stream:
-            answer = await _streamed(sw, route, request)
-        else:
-            answer = await sw.complete(route, request)
-    except ChainError as exc:
-        tally.failed += 1
-        say(f"{_now()} {route:<9} FAILED  {exc}")
-        return
-    attempts = answer.attempts
-    served = next((a for a in attempts if a.served), None)
-    if served is not None and served.fallback_depth > 0:
-        tally.by_fallback += 1
-    if len(attempts) > 1 or (served is not None and served.fallback_depth > 0):
-        path = " → ".join(
-            f"{a.target} {a.error_class or 'ok'}" + (f" ({a.http_status})" if a.http_status else "")
-            for a in attempts
-        )
-        if attempts[0].fallback_depth > 0:
-            path = "earlier targets skipped (breaker open or cooling) → " + path
-        say(f"{_now()} {route:<9} {path}")
-
-
-async def _streamed(sw: Switchover, route: str, request) -> Response | MessageEnd | StreamError:
-    last = None
-    async for event in sw.stream(route, request):
-        if not isinstance(event, StreamStart):
-            last = event
-    if isinstance(last, StreamError):
-        raise ChainError(f"stream broke after it began: {last.message}", last.attempts)
-    assert isinstance(last, MessageEnd)
-    return last
-
-
-async def _report(
-    sw: Switchover, tally: Tally, say: Say, every_s: float, paths: DataPaths | None
-) -> None:
-    while True:
-        await asyncio.sleep(every_s)
-        breakers = await sw.breakers.snapshot_all()
-        unhealthy = [_breaker_line(key, state) for key, state in sorted(breakers.items())]
-        unhealthy = [line for line in unhealthy if line]
-        share = tally.by_fallback / tally.requests if tally.requests else 0.0
-        say(
-            f"{_now()} ── {tally.requests} requests, {tally.by_fallback} served by a fallback "
-            f"({share:.0%}), {tally.failed} failed"
-            + (" │ " + "; ".join(unhealthy) if unhealthy else " │ all breakers closed")
-            + _telemetry_line(sw, paths)
-        )
-
-
-def _telemetry_line(sw: Switchover, paths: DataPaths | None) -> str:
-    if sw.recorder is None or paths is None:
-        return ""
-    stats = sw.recorder.stats()
-    line = f" │ spooled {stats.written}"
-    if stats.dropped:
-        line += f" (dropped {stats.dropped})"
-    recent = read_manifest(paths.published).get(RECENT_ATTEMPTS)
-    if recent is not None:
-        age = (datetime.now(UTC) - recent.written_at).total_seconds()
-        line += f", published {age:.0f} s ago"
-    return line
-
-
-@contextlib.asynccontextmanager
-async def _processes(
-    paths: DataPaths | None,
-    fake_port: int,
-    gateway_port: int | None,
-    dashboard_port: int | None,
-    say: Say,
-) -> AsyncIterator[None]:
-    if paths is None:
-        yield
-        return
+def _demo_folder(paths: DataPaths, fake_port: int) -> Path:
+    """The data folder marked as demo data, holding the demo routes on this run's fake
+    providers; the path of that configuration."""
     paths.root.mkdir(parents=True, exist_ok=True)
     (paths.root / DEMO_MARKER).write_text(
         "This data folder holds demo data: fake providers and simulated history.\n"
     )
-    config = paths.root / "demo-runtime.toml"  # the demo routes, on this run's fake providers
-    config.write_text(DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{fake_port}"))
-    if gateway_port is None:
-        async with child("scheduler", ["scheduler", "--data-dir", str(paths.root),
-                                       "--config", str(config)], say):  # fmt: skip
-            yield
-        return
-    async with contextlib.AsyncExitStack() as running:
-        await running.enter_async_context(
-            stack(config, paths, gateway_port=gateway_port, say=say, dashboard_port=dashboard_port)
-        )
-        if not (paths.root / HISTORY_MARKER).exists():
-            say("seeding 14 days of demo history in the background (about a minute)")
-            await running.enter_async_context(
-                child("demo history", ["demo-history", "--data-dir", str(paths.root)], say)
-            )
-        yield
-
-
-def _breaker_line(key: str, state: BreakerState) -> str:
-    if state.status == "open":
-        return f"{key} OPEN ({state.open_reason})"
-    if state.status == "half_open":
-        return f"{key} half-open"
-    return ""
-
-
-def _now() -> str:
-    return time.strftime("%H:%M:%S")
+    config = paths.root / "demo-runtime.toml"
+    config.write_text(demo_text(fake_port))
+    return config

@@ -1,20 +1,30 @@
-"""Synthetic traffic for the demo: requests shaped like three real features.
+"""Synthetic traffic for the demo: requests shaped like three real features, and the callers
+that send them.
 
 - support: a long, cached system prompt (prompt caching on the primary) and a short
-  question, streamed;
-- classify: one short transaction description, a one-word label;
-- summarize: a long document, a paragraph back.
+  question, streamed, from an agent on Anthropic's SDK;
+- classify: one short transaction description, a one-word label, from a job on OpenAI's SDK;
+- summarize: a long document, a paragraph back, from callers of both SDKs, a third streamed.
 
-Sizes vary around realistic means from a seeded RNG, so two runs with the same seed send the
-same traffic. Only the shape matters: the fake providers answer whatever is asked.
+`Traffic.next` gives the neutral request (the demo history sends it through the library);
+`Traffic.call` gives the same request as its caller sends it to the gateway, in that caller's
+dialect (the live demo). Sizes vary around realistic means from a seeded RNG, so two runs with
+the same seed send the same traffic. Only the shape matters: the fake providers answer
+whatever is asked.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any, Literal
 
+from engine.providers import anthropic_codec, openai_codec
 from engine.types import Message, Request
+
+Dialect = Literal["anthropic", "openai"]
+FEATURE_HEADER = "x-switchover-feature"  # the gateway's tag for a caller's feature
+PATHS: dict[Dialect, str] = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
 
 _SUPPORT_POLICY = (
     "You are the support agent of an online shop. Be brief and friendly. Orders ship within "
@@ -54,9 +64,52 @@ _WORDS = [
 class Shape:
     route: str
     weight: float
+    anthropic_share: float  # of its callers, those on Anthropic's SDK (the rest on OpenAI's)
+    stream_share: float  # of its requests, those streamed
 
 
-SHAPES = (Shape("support", 0.5), Shape("classify", 0.35), Shape("summarize", 0.15))
+# Support is all on Anthropic's SDK: the OpenAI dialect cannot mark a system prompt cacheable,
+# and the support primary's prompt cache is what its fallbacks cost.
+SHAPES = (
+    Shape("support", 0.5, anthropic_share=1.0, stream_share=1.0),
+    Shape("classify", 0.35, anthropic_share=0.0, stream_share=0.0),
+    Shape("summarize", 0.15, anthropic_share=0.5, stream_share=1 / 3),
+)
+_SHAPES = {shape.route: shape for shape in SHAPES}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request as its caller sends it to the gateway: the body of its SDK's dialect."""
+
+    route: str
+    dialect: Dialect
+    body: dict[str, Any]
+    feature: str | None
+
+    @property
+    def path(self) -> str:
+        return PATHS[self.dialect]
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {FEATURE_HEADER: self.feature} if self.feature else {}
+
+
+def in_dialect(route: str, request: Request, dialect: Dialect, *, stream: bool) -> Call:
+    """`request` to the route `route` in a caller's dialect: the wire format the provider
+    codecs write is the one the gateway's faces read, as the official SDKs send it."""
+    if dialect == "anthropic":
+        body = anthropic_codec.encode_request(
+            request, route, default_max_tokens=1024, stream=stream
+        )
+    else:
+        body = openai_codec.encode_request(request, route, stream=stream)
+    return Call(route, dialect, body, request.feature)
 
 
 class Traffic:
@@ -69,6 +122,14 @@ class Traffic:
     def next(self) -> tuple[str, Request]:
         shape = self.rng.choices(SHAPES, weights=[s.weight for s in SHAPES])[0]
         return shape.route, getattr(self, shape.route)()
+
+    def call(self) -> Call:
+        """The next request as its caller sends it (the caller's dialect drawn after the
+        request, so `next` alone draws what it always drew)."""
+        route, request = self.next()
+        shape = _SHAPES[route]
+        dialect: Dialect = "anthropic" if self.rng.random() < shape.anthropic_share else "openai"
+        return in_dialect(route, request, dialect, stream=self.rng.random() < shape.stream_share)
 
     def support(self) -> Request:
         question = self.rng.choice(_QUESTIONS).format(n=self.rng.randint(1000, 9999))

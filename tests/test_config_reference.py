@@ -23,7 +23,7 @@ KEYS = sorted(
         *config._REPORTS_KEYS,
         *rules._RULE_KEYS,
         *rules._RECEIVER_KEYS,
-        "builtin_rules",
+        *rules._ALERTING_KEYS,
         *rules.KINDS,
     }
 )

@@ -1,5 +1,6 @@
-"""Incidents & alerts: every incident with its timeline, impact and cost; one incident in
-detail (what failed, when the breaker opened and closed, where traffic went, what it cost);
+"""Incidents & alerts: every incident (a target failing in one way) with its timeline, impact
+and cost; one incident in detail (what failed, where its routes' traffic went, its targets'
+breakers, what it cost), only its routes and targets, each target in its dashboard-wide colour;
 the fault drills of the period (failures made on purpose, listed apart from the incidents);
 the alert history, what was delivered to whom, and silences."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import charts, data
@@ -17,6 +19,15 @@ from engine.alerts.silences import request_silence
 
 RANGES = {"24 h": timedelta(days=1), "7 d": timedelta(days=7), "35 d": timedelta(days=35)}
 AROUND = timedelta(minutes=10)  # the detail charts show this much before and after
+
+
+def in_target_colours(fig: go.Figure) -> go.Figure:
+    """Each trace in its target's colour, the one it has on every page (charts.colour_of);
+    requests nothing answered in the colour the Live page gives them."""
+    for trace in fig.data:
+        colour = charts.FAILED if trace.name == "failed" else charts.colour_of(trace.name)
+        trace.marker.color = colour
+    return fig
 
 
 st.title("Incidents & alerts")
@@ -30,68 +41,76 @@ since = (v.now - RANGES[span or "7 d"]).replace(second=0, microsecond=0)
 incidents = data.query("incidents", since=since)
 st.subheader("Incidents")
 if incidents.empty:
-    st.success("No incident in this period: no provider or route failed beyond its threshold.")
+    st.success("No incident in this period: no target failed beyond its threshold.")
 else:
     table = incident_table(incidents, v.now)
-    st.plotly_chart(
-        charts.timeline(table.assign(start=v.local(table["started_at"]), end=v.local(table["end"])),
-                        "start", "end", "subject", "scope", "Incidents"),
-        width="stretch",
+    timeline = charts.timeline(
+        table.assign(start=v.local(table["started_at"]), end=v.local(table["end"])),
+        "start", "end", "what", "subject", "Incidents",
     )  # fmt: skip
-    shown = table.assign(started_at=v.local(table["started_at"]))
+    st.plotly_chart(in_target_colours(timeline), width="stretch")
+    shown = table.assign(
+        started_at=v.local(table["started_at"]),
+        extra_cost=table["extra_cost_usd"].map(data.change),
+        wasted=table["wasted_usd"].map(data.usd),
+    )
     st.dataframe(
-        shown[["started_at", "duration", "scope", "subject", "routes", "peak_fault_rate",
-               "requests_affected", "answered_by_fallback", "failed", "extra_cost_usd",
-               "wasted_usd", "top_error"]],
+        shown[["started_at", "duration", "what", "routes", "peak_fault_rate",
+               "requests_affected", "answered_by_fallback", "failed", "extra_cost", "wasted",
+               "top_error"]],
         hide_index=True, width="stretch",
         column_config={
             "peak_fault_rate": st.column_config.ProgressColumn("peak fault rate", format="percent"),
-            "extra_cost_usd": st.column_config.NumberColumn("extra cost", format="$%.4f",
-                                                            help=define("extra cost")),
-            "wasted_usd": st.column_config.NumberColumn("wasted", format="$%.4f",
-                                                        help=define("wasted")),
+            "extra_cost": st.column_config.TextColumn("extra cost", help=define("extra cost")),
+            "wasted": st.column_config.TextColumn("wasted", help=define("wasted")),
             "requests_affected": st.column_config.NumberColumn(help=define("requests affected")),
         },
     )  # fmt: skip
 
     labels = {
-        row.incident_id: f"{row.subject} · {v.stamp(row.started_at)} · {row.duration}"
+        row.incident_id: f"{row.what} · {v.stamp(row.started_at)} · {row.duration}"
         for row in table.itertuples()
     }
     chosen = st.selectbox("One incident", list(labels), format_func=labels.get, key="incident")
     incident = table[table["incident_id"] == chosen].iloc[0]
-    end = incident["end"]
     cells = st.columns(6)
     cells[0].metric("Requests affected", f"{incident.requests_affected:,}",
                     help=define("requests affected"))  # fmt: skip
     cells[1].metric("Answered by fallback", f"{incident.answered_by_fallback:,}",
                     help=define("answered by fallback"))  # fmt: skip
     cells[2].metric("Failed", f"{incident.failed:,}", help=define("unavailable"))
-    cells[3].metric("Fallback premium", data.usd(incident.fallback_premium_usd),
+    cells[3].metric("Fallback premium", data.change(incident.fallback_premium_usd),
                     help=define("fallback premium"))  # fmt: skip
     cells[4].metric(
         "of which cache loss", data.usd(incident.cache_loss_usd), help=define("cache loss")
     )
-    cells[5].metric("Extra cost", data.usd(incident.extra_cost_usd), help=define("extra cost"))
+    cells[5].metric("Extra cost", data.change(incident.extra_cost_usd), help=define("extra cost"))
+    routes = incident.route_list
     st.caption(
-        f"{incident.scope} **{incident.subject}**, routes: {incident.routes or 'none'} · "
-        f"top error: {incident.top_error} · re-warm {data.usd(incident.rewarm_usd)} · "
-        f"wasted {data.usd(incident.wasted_usd)}"
+        f"**{incident.what}** · routes affected: {', '.join(routes) or 'none'} · "
+        f"top error: {incident.top_error or 'none recorded'} · "
+        f"re-warm {data.usd(incident.rewarm_usd)} · wasted {data.usd(incident.wasted_usd)}"
     )
-    lo = incident["started_at"] - AROUND
-    hi = end + AROUND
+    drilled = incident.get("during_drills")
+    if isinstance(drilled, str) and drilled:
+        st.info(f"During drill {drilled}: a fault drill held a target of these routes down "
+                "meanwhile. The drill's own fallbacks are not counted here; the requests that "
+                "failed are, and the drill caused them.")  # fmt: skip
+    lo, hi = incident["started_at"] - AROUND, incident["end"] + AROUND
     grain = "minute" if lo >= v.now - data.MINUTE_DATA else "hour"
     around = data.query(f"{grain}_rollups", since=lo, until=hi)
-    if not around.empty:
-        traffic = traffic_by_target(around)
-        st.plotly_chart(
-            charts.stacked(traffic.assign(bucket=v.local(traffic["bucket"])), "bucket",
-                           "requests", "served by", "Where the traffic went", "requests"),
-            width="stretch",
-        )  # fmt: skip
+    # Only what the incident touched: its routes, and the targets that failed or served them.
+    traffic = traffic_by_target(around, routes)
+    involved = {incident.subject, *traffic["served by"]} - {"failed"}
+    if not traffic.empty:
+        shown = traffic.assign(bucket=v.local(traffic["bucket"]))
+        fig = charts.stacked(shown, "bucket", "requests", "served by", "Where the traffic went",
+                             "requests")  # fmt: skip
+        st.plotly_chart(in_target_colours(fig), width="stretch")
     events = data.query("breaker_events", since=lo, until=hi)
+    events = events[events["target"].isin(involved)]
     if not events.empty:
-        st.markdown("**Breakers** in and around the incident")
+        st.markdown("**Breakers** of these targets in and around the incident")
         st.dataframe(
             events.assign(occurred_at=v.local(events["occurred_at"]))[
                 ["occurred_at", "target", "from_status", "to_status", "reason", "host",

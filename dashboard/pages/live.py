@@ -1,120 +1,210 @@
-"""Live: during an incident, which provider is failing, since when, whether the fallback
-carries the traffic, what it costs, and who was told. Refreshes itself every 5 s."""
+"""Live: during an incident, which target is failing, since when, who serves each route now,
+what it costs, and who was told. The headline figures and the health lines are over the last
+5 min up to the data's time (rates over the exact time elapsed), each beside the same figure
+over the sidebar's window; the timelines cover the window, with incidents, alerts and drills
+marked and the bucket still being counted drawn lighter. Refreshes itself every 5 s; reads
+the published snapshots only (dashboard.data), never the DuckDB file."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, figures
 from dashboard.definitions import define
+from dashboard.figures import Span
 
-STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red"}
+STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
+ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day
+PERCENTILES = {"p50_ms": "p50", "p99_ms": "p99"}  # column → the line's name
+MONEY = {"cost_usd": "cost", "premium_usd": "fallback premium"}
 
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
-def _alerts_and_incidents(v: data.View) -> None:
-    firing = data.query("alerts", since=v.since, state="firing")
-    for alert in firing.itertuples():
-        quiet = " (silenced)" if alert.silenced else ""
-        text = f"**{alert.rule}** since {v.stamp(alert.fired_at)}{quiet}: {alert.summary}"
-        (st.error if alert.severity == "critical" else st.warning)(
-            text, icon=":material/notifications_active:"
-        )
-    incidents = data.query("incidents", since=v.since)
+def _seconds(ms: float | None) -> str:
+    return "—" if ms is None else f"{ms / 1000:,.2f} s"
+
+
+def _p99(span: Span) -> float | None:
+    latency = data.query("latency_between", since=span.start, until=span.end)
+    return float(latency["p99_ms"].iloc[0]) if len(latency) else None
+
+
+def _banners(v: data.View, alerts: pd.DataFrame, incidents: pd.DataFrame) -> None:
+    """The alerts firing, critical ones in red and the others in yellow, one box each, then
+    every ongoing incident: red only when requests failed (a fallback that carried everything
+    is a warning, and a saving never sits in a red box of its own)."""
+    firing = alerts[alerts["state"] == "firing"]
+    for critical, box in ((True, st.error), (False, st.warning)):
+        mine = firing[(firing["severity"] == "critical") == critical]
+        lines = [
+            f"- **{a.rule}** since {v.short(a.fired_at)}{' (silenced)' if a.silenced else ''}: "
+            f"{a.summary}"
+            for a in mine.itertuples()
+        ]
+        if lines:
+            kind = "critical alert" if critical else "alert"
+            head = f"**{len(lines)} {kind}{'s' if len(lines) > 1 else ''} firing**"
+            box("\n".join([head, *lines]), icon=":material/notifications_active:")
     for incident in incidents[incidents["ended_at"].isna()].itertuples():
-        st.error(
-            f"**Ongoing incident: {incident.subject}** ({incident.scope}) since "
-            f"{v.stamp(incident.started_at)}: {incident.requests_affected} requests affected, "
-            f"{incident.answered_by_fallback} answered by fallback, {incident.failed} failed; "
-            f"extra cost {data.usd(incident.extra_cost_usd)}. Top error: {incident.top_error}",
+        (st.error if incident.failed else st.warning)(
+            f"**Ongoing incident** since {v.short(incident.started_at)}: "
+            + figures.incident_summary(incident),
             icon=":material/emergency:",
         )
 
 
-def _status_strip(v: data.View) -> None:
-    recent = data.query("minute_rollups", since=(v.now - timedelta(minutes=10)).replace(second=0))
-    events = data.query("breaker_events", since=(v.now - timedelta(days=7)).replace(second=0))
-    alive = data.query(
-        "live_processes", since=(v.now - figures.PROCESS_GONE_AFTER).replace(second=0)
+def _headline(v: data.View, recent: Span, window: Span, minutes: pd.DataFrame,
+              rollups: pd.DataFrame) -> None:  # fmt: skip
+    now = figures.kpis(recent.of(minutes), _p99(recent), recent.length)
+    worst_hour = v.grain == "hour"  # no exact p99 over a week: the worst hour's
+    over = figures.kpis(window.of(rollups), None if worst_hour else _p99(window), window.length)
+    w = v.label
+    shown = [
+        ("Requests/min", f"{now.requests_per_min:,.1f}", f"{over.requests_per_min:,.1f}/min",
+         "requests"),
+        ("Availability", _pct(now.availability), _pct(over.availability), "availability"),
+        ("Fallback rate", _pct(now.fallback_rate), _pct(over.fallback_rate), "fallback rate"),
+        ("Latency p99", _seconds(now.latency_p99_ms),
+         _seconds(over.latency_p99_ms) + (" (worst hour)" if worst_hour else ""),
+         "latency p50 / p95 / p99"),
+        ("Cost/hour", data.usd(now.cost_per_hour), f"{data.usd(over.cost_per_hour)}/h", "cost"),
+        ("Fallback premium/hour", data.change(now.premium_per_hour),
+         f"{data.change(over.premium_per_hour)}/h", "fallback premium"),
+    ]  # fmt: skip
+    st.markdown(
+        f"**All routes, last 5 min**: {v.clock(recent.start)}–{v.clock(recent.end, True)} "
+        f"{v.tz.key} ({figures.duration(recent.length)}), {now.requests:,} requests · under each "
+        f"figure, the same over {w} ({v.stamp(window.start)}–{v.clock(window.end, True)}, "
+        f"{over.requests:,} requests)",
+        help=define("last 5 min"),
     )
+    cells = [*st.columns(3), *st.columns(3)]  # three a row: room for "saved $0.0168"
+    for cell, (name, value, beside, term) in zip(cells, shown, strict=True):
+        cell.metric(f"{name} · last 5 min", value, help=define(term))
+        cell.caption(f"{w}: {beside}")
+    if over.unpriced_attempts:
+        st.warning(
+            f"{over.unpriced_attempts:,} attempts in the {w} used models without a known "
+            "price: they are not in the cost."
+        )
+
+
+def _health(v: data.View, recent: Span, minutes: pd.DataFrame, rollups: pd.DataFrame,
+            drills: pd.DataFrame) -> None:  # fmt: skip
+    week = (v.now - timedelta(days=7)).replace(second=0, microsecond=0)
+    events = data.query("breaker_events", since=week)
+    gone = (v.now - figures.PROCESS_GONE_AFTER).replace(second=0, microsecond=0)
+    alive = data.query("live_processes", since=gone)
     breakers = figures.breaker_states(events, set(alive.itertuples(index=False, name=None)), v.now)
-    providers = figures.provider_status(recent, breakers, v.now)
-    routes = figures.route_status(recent, v.now)
+    failures = data.query("failures_by_target", since=recent.start, until=recent.end)
+    last = recent.of(minutes)
+    seen = set(rollups["target"]) if len(rollups) else set()
+    primaries = data.query("route_primaries")
+    routes_primary = dict(zip(primaries["route"], primaries["target"], strict=True))
+    targets = figures.target_health(last, breakers, failures, v.now, seen, drills, routes_primary)
+    routes, shares = figures.route_status(last), figures.serving_shares(last)
     left, right = st.columns(2)
     with left:
-        st.markdown("**Providers** (last 5 min)")
-        for p in providers.itertuples():
-            share = "" if p.fault_share is None else f" · {p.fault_share:.0%} failing"
-            breaker = f" · breaker {p.breakers}" if p.breakers else ""
-            st.markdown(
-                f":{STATUS_COLORS[p.status]}[● **{p.provider}** {p.status}]{share}{breaker}"
-            )
+        st.markdown("**Targets** · last 5 min; breakers now", help=define("target status"))
+        for t in targets.itertuples():
+            st.markdown(f":{STATUS_COLORS[t.status]}[● **{t.target}** {t.status}] · {t.summary}")
+        if targets.empty:
+            st.caption("No target has been called in this window.")
     with right:
-        st.markdown("**Routes** (last 5 min)")
+        st.markdown("**Routes** · last 5 min: who answered", help=define("served by"))
         for r in routes.itertuples():
             st.markdown(
-                f":{STATUS_COLORS[r.status]}[● **{r.route}** {r.status}] · "
-                f"{r.requests} requests · fallback {_pct(r.fallback_rate)} · {r.failed} failed"
+                f":{STATUS_COLORS[r.status]}[● **{r.route}** {r.status}] · {r.requests:,} "
+                f"requests · fallback {_pct(r.fallback_rate)} · {r.failed:,} failed  \n"
+                f"served by {figures.serving_text(shares, r.route)}"
             )
+        if routes.empty:
+            st.caption("No requests in the last 5 minutes.")
 
 
-def _kpis(v: data.View) -> None:
-    rollups = data.rollups(v)
-    p99 = None
-    if v.grain == "minute":
-        latency = data.query("attempt_latency", since=v.since)
-        p99 = float(latency["p99_ms"].iloc[0]) if len(latency) else None
-    k = figures.kpis(rollups, p99, v.window)
-    cells = st.columns(6)
-    cells[0].metric("Requests/min", f"{k.requests_per_min:,.1f}", help=define("requests"))
-    cells[1].metric("Availability", _pct(k.availability), help=define("availability"))
-    cells[2].metric("Fallback rate", _pct(k.fallback_rate), help=define("fallback rate"))
-    p99_text = "—" if k.latency_p99_ms is None else f"{k.latency_p99_ms / 1000:,.2f} s"
-    cells[3].metric("Latency p99", p99_text, help=define("latency p50 / p95 / p99"))
-    cells[4].metric("Cost/hour", data.usd(k.cost_per_hour, 4), help=define("cost"))
-    cells[5].metric(
-        "Fallback premium/hour", data.usd(k.premium_per_hour, 4), help=define("fallback premium")
+def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.DataFrame) -> None:
+    counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
+    t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, markers)
+    attempts = {"since": max(window.start, window.end - ATTEMPTS_KEPT), "width": v.bucket}
+    failures = figures.failures_by_class(data.query("failures_by_bucket", **attempts))
+    latency = data.query("latency_by_bucket", **attempts)
+    streams = data.query("ttft_by_bucket", **attempts)
+    ttft = figures.as_series(streams, PERCENTILES, "ms", by="route")
+    money = figures.as_series(figures.rates_by_bucket(rollups), MONEY, "usd")
+    targets = {**charts.colours(sorted(set(rollups["target"]))), "failed": charts.FAILED}
+    by_route = charts.route_colours({*rollups.get("route", []), *streams["route"]})
+    routes = {s: by_route[s.rsplit(" ", 1)[0]] for s in ttft["series"]}
+    drawn = [
+        charts.timeline_bars(figures.traffic_by_target(rollups) if len(rollups) else rollups,
+                             "requests", "served by", targets,
+                             "Requests by the target that answered", "requests", t,
+                             order=list(targets)),
+        charts.timeline_lines(figures.fallback_by_route(rollups), "fallback_rate", "route",
+                              "Fallback rate by route", "share of requests", t,
+                              colour_map=by_route, unit="share"),
+        "No failed attempts in this window." if failures.empty else charts.timeline_bars(
+            failures, "attempts", "failure", charts.FAILURE_COLOURS, "Failed attempts by class",
+            "attempts", t, order=figures.FAILURE_CLASSES),
+        charts.timeline_lines(figures.as_series(latency, PERCENTILES, "ms"), "ms", "series",
+                              "Latency of attempts", "ms", t, dotted=["p99"]),
+        "No streamed answers in this window." if ttft.empty else charts.timeline_lines(
+            ttft, "ms", "series", "Time to first token, streamed routes", "ms", t,
+            colour_map=routes, dotted=[s for s in routes if s.endswith("p99")]),
+        charts.timeline_lines(money, "usd", "series", "Cost and fallback premium",
+                              f"USD per {v.grain}", t, unit="usd"),
+    ]  # fmt: skip
+    for pair in (drawn[i : i + 2] for i in range(0, len(drawn), 2)):
+        for cell, chart in zip(st.columns(2), pair, strict=False):
+            if isinstance(chart, str):  # nothing to draw: say so, never an empty chart
+                cell.caption(chart)
+            else:
+                cell.plotly_chart(chart, width="stretch")
+    st.caption(
+        f"Each bar or point is one {v.grain}, in {v.tz.key}. Shaded: incidents (red) and drills "
+        f"(blue); dotted lines: alerts fired (red) and resolved (green). From "
+        f"{v.clock(counting)} on, lighter: still being counted, not a drop. A premium below "
+        "zero is a saving: the backups cost less than the primary would have."
+        + (" Attempt timelines cover the last 24 h." if window.length > ATTEMPTS_KEPT else ""),
+        help=define("still counting") + " " + define("failure classes"),
     )
-    if k.unpriced_attempts:
-        st.warning(
-            f"{k.unpriced_attempts} attempts used models without a known price: not in the cost."
-        )
-    if rollups.empty:
-        st.caption(f"No requests in the last {v.label}.")
+    _markers(v, markers)
+
+
+def _markers(v: data.View, markers: pd.DataFrame) -> None:
+    if markers.empty:
         return
-    local = rollups.assign(bucket=v.local(rollups["bucket"]))
-    left, right = st.columns(2)
-    left.plotly_chart(charts.outcomes(figures.outcomes_by_bucket(local)), width="stretch")
-    rates = figures.rates_by_bucket(local)
-    right.plotly_chart(charts.line(rates, {"fallback rate": "fallback_rate"}, "Fallback rate",
-                                   "share of requests"), width="stretch")  # fmt: skip
-    if v.grain == "minute":
-        latency = data.query("attempt_latency_by_minute", since=v.since)
-    else:
-        latency = figures.latency_by_hour(rollups)
-    latency = latency.assign(bucket=v.local(latency["bucket"]))
-    left.plotly_chart(charts.line(latency, {"p50": "p50_ms", "p99": "p99_ms"}, "Latency",
-                                  "ms"), width="stretch")  # fmt: skip
-    right.plotly_chart(charts.line(rates, {"cost": "cost_usd", "fallback premium": "premium_usd"},
-                                   "Cost", "USD"), width="stretch")  # fmt: skip
+    counts = markers["kind"].value_counts()
+    said = ", ".join(f"{counts[k]} {k}{'s' if counts[k] > 1 else ''}" for k in counts.index)
+    with st.expander(f"Marked on the timelines: {said}"):
+        shown = pd.DataFrame(
+            {
+                "what": markers["label"],
+                "from": markers["start"].map(v.stamp),
+                "to": markers["end"].map(v.stamp).where(~markers["ongoing"], "ongoing"),
+            }
+        )
+        st.dataframe(shown, hide_index=True, width="stretch")
 
 
-def _recent_failures(v: data.View) -> None:
-    failed = data.query("recent_attempts", since=v.since, outcome="error", limit=50)
+def _recent_failures(v: data.View, window: Span) -> None:
+    failed = data.query("recent_attempts", since=window.start, outcome="error", limit=50)
     st.markdown("**Recent failed attempts**, with the decision taken")
     if failed.empty:
         st.caption("None in this window.")
         return
-    shown = failed.assign(started_at=v.local(failed["started_at"]))[
-        ["started_at", "route", "target", "error_class", "http_status", "fault_kind", "decision",
-         "error_message", "request_id"]
-    ]  # fmt: skip
-    st.dataframe(shown, hide_index=True, width="stretch")
+    columns = ["route", "target", "error_class", "http_status", "fault_kind", "decision",
+               "error_message", "request_id"]  # fmt: skip
+    said = failed[columns].astype(object).where(failed[columns].notna(), "—")
+    said["http_status"] = said["http_status"].map(lambda s: s if s == "—" else str(int(s)))
+    shown = said.assign(started_at=v.local(failed["started_at"]))[["started_at", *columns]]
+    when = st.column_config.DatetimeColumn(f"started at ({v.tz.key})", format="MMM D, HH:mm:ss")
+    st.dataframe(shown, hide_index=True, width="stretch", column_config={"started_at": when})
 
 
 @st.fragment(run_every=data.REFRESH_S)
@@ -123,10 +213,19 @@ def live() -> None:
     if not data.manifest():
         data.empty_state()
         return
-    _alerts_and_incidents(v)
-    _status_strip(v)
-    _kpis(v)
-    _recent_failures(v)
+    as_of = data.as_of(v)
+    recent = figures.span_to(as_of, figures.RECENT)
+    window = figures.span_to(as_of, v.window, v.bucket)
+    rollups = data.query(f"{v.grain}_rollups", since=window.start)
+    minutes = rollups if v.grain == "minute" else data.query("minute_rollups", since=recent.start)
+    alerts = data.query("alerts", since=window.start)
+    incidents = data.query("incidents", since=window.start)
+    drills = data.query("drills", since=window.start)
+    _banners(v, alerts, incidents)
+    _headline(v, recent, window, minutes, rollups)
+    _health(v, recent, minutes, rollups, drills)
+    _timelines(v, window, rollups, figures.timeline_markers(incidents, alerts, drills, v.now))
+    _recent_failures(v, window)
 
 
 st.title("Live")

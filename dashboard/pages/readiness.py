@@ -92,10 +92,7 @@ if mine.empty:
         icon=":material/crisis_alert:",
     )
 for waiting in readiness.not_reported(mine).itertuples():
-    until = f"until {v.stamp(waiting.ends_at)}" if waiting.status == "running" else "ended"
-    st.info(f"A drill on **{waiting.target}** is {waiting.status} ({until}, requested by "
-            f"{waiting.requested_by}): its report comes once its attempts are in.",
-            icon=":material/timer:")  # fmt: skip
+    st.info(readiness.waiting_text(waiting, v.stamp), icon=":material/timer:")
 drill = readiness.latest_report(mine)
 if drill is not None:
     took = readiness.duration_text((drill.ended_at - drill.started_at).total_seconds())
@@ -117,8 +114,15 @@ if drill is not None:
     restored, after = readiness.restored_text(drill.restored, drill.restored_after_s)
     cells[5].metric("Restored", restored, after, delta_color="off", delta_arrow="off",
                     help=define("restored"))  # fmt: skip
-    if isinstance(drill.summary, str) and drill.summary:
-        {"passed": st.success, "failed": st.error}.get(drill.verdict, st.info)(drill.summary)
+    reasons = readiness.drill_why(drill)
+    if reasons:  # a failed drill always says why, never only "failed" and its figures
+        st.error("**Why the drill failed**\n\n" + "\n".join(f"- {r}" for r in reasons),
+                 icon=":material/report:")  # fmt: skip
+    elif isinstance(drill.summary, str) and drill.summary:
+        {"passed": st.success}.get(drill.verdict, st.info)(drill.summary)
+    note = readiness.preflight_note(drill)
+    if note and not reasons:  # a failed drill's reasons include it already
+        st.caption(note[0].upper() + note[1:] + ".")
 
 st.subheader("Quality errors")
 quality = readiness.quality_by_target(data.rollups(v, route=route))

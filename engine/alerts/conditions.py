@@ -4,8 +4,9 @@
 target or provider). A rule missing from the result failed to evaluate and keeps its alerts as
 they are; a rule present with no observation has nothing firing, so its alerts resolve.
 Request-level figures come from the minute rollups (refreshed in the same cycle just before),
-latency and credentials from the attempts, breakers from their events, lag from the spool and
-the telemetry health tables (engine.store.telemetry), losses from those tables.
+latency and credentials (engine.alerts.credentials) from the attempts, breakers from their
+events, lag from the spool and the telemetry health tables (engine.store.telemetry), losses
+from those tables.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
+from engine.alerts.credentials import credential
 from engine.alerts.rules import Rule
 from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
 from engine.money import format_usd
@@ -166,57 +168,26 @@ def _latency_p99(rule: Rule, ctx: Context) -> list[Observation]:
     return fired
 
 
-# A key, account or quota problem is the provider's (every model there); a missing model only
-# that target's. Fixed when the same subject has answered since.
-_CREDENTIAL = """
-WITH faults AS (
-    SELECT CASE WHEN error_class = 'model_not_found' THEN target ELSE provider END AS subject,
-        error_class = 'model_not_found' AS per_target,
-        count(*) AS faults, max(started_at) AS last_fault,
-        arg_max(error_class, started_at) AS error_class,
-        arg_max(http_status, started_at) AS status,
-        arg_max(error_type, started_at) AS error_type,
-        string_agg(DISTINCT route, ', ' ORDER BY route) AS routes
-    FROM attempts
-    WHERE fault_kind = 'account' AND started_at >= $since AND started_at <= $now
-    GROUP BY ALL
-)
-SELECT f.*, (
-    SELECT max(s.started_at) FROM attempts s
-    WHERE s.outcome = 'success' AND s.started_at >= $since AND s.started_at <= $now
-        AND (CASE WHEN f.per_target THEN s.target ELSE s.provider END) = f.subject
-) AS last_ok
-FROM faults f ORDER BY subject
-"""
-
-
-def _credential(rule: Rule, ctx: Context) -> list[Observation]:
-    rows = ctx.con.execute(_CREDENTIAL, {"since": ctx.since(rule), "now": ctx.now}).fetchall()
-    fired = []
-    for subject, _, faults, last_fault, error_class, status, error_type, routes, last_ok in rows:
-        if (last_ok is not None and last_ok >= last_fault) or faults <= rule.threshold:
-            continue
-        detail = error_class + (f" ({status})" if status else "")
-        if error_type and error_type != error_class:
-            detail += f", {error_type}"
-        summary = (
-            f"{subject}: the provider refused the credential or account: {detail}, "
-            f"{faults} times since {last_fault:%H:%M:%S} UTC at the latest; no success since. "
-            f"Routes falling back: {routes}. Check the key, billing and quota."
-        )
-        fired.append(Observation(rule, subject, float(faults), summary))
-    return fired
-
-
+# A breaker a fault drill holds open is the drill's exercise, not an alert; one that a failed
+# probe reopened after the drill counts from the drill's end (its next event), not its start.
 _BREAKERS = """
-WITH per_process AS (
+WITH events AS (SELECT * FROM breaker_events WHERE occurred_at <= $now),
+per_process AS (
     SELECT target, host, process_id,
         arg_max(to_status, (occurred_at, seq)) AS status,
-        max(occurred_at) FILTER (from_status = 'closed') AS opened_at,
+        max(occurred_at) FILTER (from_status = 'closed') AS left_closed,
         arg_max(reason, (occurred_at, seq)) FILTER (to_status = 'open') AS reason,
+        max(occurred_at) FILTER (to_status = 'open' AND reason = 'drill') AS drill_held,
         max(occurred_at) AS last_event
-    FROM breaker_events WHERE occurred_at <= $now
-    GROUP BY ALL
+    FROM events GROUP BY ALL
+),
+opened AS (
+    SELECT p.*, CASE WHEN p.drill_held IS NULL OR p.drill_held < p.left_closed
+        THEN p.left_closed
+        ELSE (SELECT min(e.occurred_at) FROM events e
+              WHERE e.target = p.target AND e.host = p.host AND e.process_id = p.process_id
+                  AND e.occurred_at > p.drill_held) END AS opened_at
+    FROM per_process p
 ),
 alive AS (
     SELECT host, process_id FROM attempts WHERE started_at >= $alive_since
@@ -224,8 +195,8 @@ alive AS (
 )
 SELECT target, min(opened_at) AS opened_at, count(*) AS processes,
     string_agg(DISTINCT reason, ', ') AS reasons
-FROM per_process p
-WHERE status <> 'closed' AND opened_at IS NOT NULL
+FROM opened p
+WHERE status <> 'closed' AND opened_at IS NOT NULL AND coalesce(reason, '') <> 'drill'
     AND (last_event >= $alive_since
          OR EXISTS (SELECT 1 FROM alive a WHERE a.host = p.host AND a.process_id = p.process_id))
 GROUP BY target ORDER BY target
@@ -279,7 +250,8 @@ def _eval_pass_rate(rule: Rule, ctx: Context) -> list[Observation]:
                 f"minimum {floor:.0f} %) in the run of {finished:%Y-%m-%d %H:%M} UTC "
                 f"({cases_file}); a fallback to it would answer wrongly"
             )
-            fired.append(Observation(rule, f"{route}: {target}", rate, summary))
+            fired.append(Observation(rule, f"{route}: {target}", rate, summary,
+                                     about=(route, target)))  # fmt: skip
     return fired
 
 
@@ -292,7 +264,7 @@ _KINDS: dict[str, Callable[[Rule, Context], list[Observation]]] = {
     ),
     "spend": _money_per_hour("cost_usd", "spend"),
     "latency_p99": _latency_p99,
-    "credential": _credential,
+    "credential": credential,
     "breaker_open": _breaker_open,
     "telemetry_lag": telemetry_lag,
     "telemetry_loss": telemetry_loss,

@@ -1,27 +1,26 @@
-"""Incidents: the windows when a provider (or a route) was failing, with what they cost.
+"""Incidents: the windows when one target failed in one way, with what they cost.
 
-From the minute rollups:
-  - a provider's minute is bad when its failed attempts that were not the request's fault
-    (provider, ambiguous, rate-limit and account faults) are at least `fault_rate` of its
-    attempts; while its breaker is open it gets only probes, which fail, so the minutes stay bad;
-  - a route's minute is bad when the requests its primary did not answer (answered by a backup,
-    failed, broken mid-stream) are at least `fault_rate` of its requests (request faults and
-    abandoned requests aside: those are the caller's).
-Bad minutes of one subject less than `merge_gap` apart form one window; a window with fewer
-than `min_faults` bad attempts (or requests) is noise and dropped. A window is ongoing while
-its last bad minute is within `merge_gap` of now.
+An incident is about one target (provider/model) and one fault family (engine.alerts.families:
+availability, rate limit, account): a Sonnet 529 outage and a Haiku key failure at the same time
+are two incidents, each with its own routes and top error. From the minute rollups:
 
-A route's bad minute counts against its primary's provider too (even when the provider's
-breaker let no attempt through that minute), so one outage is one provider incident that lists
-the routes it hit, not an incident per route as well. Only a route with no known primary is an
-incident of its own.
+  - a target's minute is bad for a family when the family's faults are at least `fault_rate`
+    of the target's attempts that minute;
+  - a minute when the routes whose primary is the target still could not get it (answered by a
+    backup, failed, broken mid-stream: at least `fault_rate` of their requests, request faults
+    and abandoned requests aside) is *held* evidence: its breaker, or a rate-limit cool-down,
+    keeps it out, and it only gets a probe every few minutes (an expired key holds it for 5).
+    Held minutes continue the window of the family whose faults came last; they never start one.
+    A minute a fault drill held the target down on a route is no evidence at all;
+  - bad or held minutes less than `settle` after the window's last evidence continue it.
+    Minutes with no traffic at all (no attempt at the target, no request on its routes) do not
+    count towards that, up to QUIET: an outage through a lull stays one incident, two bursts
+    an hour apart are two;
+  - a window with fewer than `min_faults` faults and held requests is noise.
 
-Impact over the incident's window, for the routes whose primary is on the provider (or the
-route itself): requests, requests affected (not answered by the primary), answered by fallback,
-failed; fallback premium split into cache loss and price difference (docs/metrics.md); the
-re-warm cost from its start to RECOVERY after its end (the primary's first successes may fall
-in its last minute); wasted spend (failed paid attempts on the
-provider or those routes). Extra cost = fallback premium + re-warm.
+A window ends `settle` after its last fault, or at the end of the last minute its routes were
+still kept from the target, whichever is later; until then it is ongoing. The impact and cost of
+each window are computed by engine.alerts.incident_impact.
 """
 
 from __future__ import annotations
@@ -29,181 +28,204 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from engine.alerts import incident_impact
+from engine.alerts.families import BY_NAME, FAMILIES
+
 MINUTE = timedelta(minutes=1)
-RECOVERY = timedelta(minutes=10)  # re-warm cost is counted this long after an incident
+# A stretch with no traffic to the target this long or longer ends its incident all the same.
+QUIET = timedelta(minutes=15)
+RECOVERY = incident_impact.RECOVERY
+SCOPE = "target"
+# An incident that ended this long ago is settled: later refreshes keep its row as it is
+# (unless late attempts arrived, which recompute everything).
+SETTLED = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
 class IncidentPolicy:
     fault_rate: float = 0.2
     min_faults: int = 3
-    merge_gap: timedelta = timedelta(minutes=5)
+    settle: timedelta = timedelta(minutes=2)  # [alerting] incident_settle
 
 
 @dataclass(slots=True)
 class Window:
-    scope: str  # "provider" or "route"
-    subject: str
-    start: datetime
-    last_bad: datetime  # start of the last bad minute
-    peak: float
-    faults: int
-    routes: set[str]
+    target: str
+    provider: str
+    family: str
+    start: datetime  # the start of its first bad minute
+    last_fault: datetime  # the start of the last minute with the family's faults
+    held_until: datetime  # the end of the last minute its routes were still kept from it
+    peak: float = 0.0
+    evidence: int = 0  # faults of the family + requests kept from the target
 
     @property
-    def end(self) -> datetime:
-        return self.last_bad + MINUTE
+    def id(self) -> str:
+        return f"{SCOPE}:{self.target}:{self.family}:{self.start:%Y%m%dT%H%MZ}"
+
+    @property
+    def evidence_end(self) -> datetime:
+        return max(self.last_fault + MINUTE, self.held_until)
+
+    def latest_end(self, settle: timedelta) -> datetime:
+        """The end, at the latest (its last fault at the very end of its minute)."""
+        return max(self.last_fault + MINUTE + settle, self.held_until)
+
+    def end(self, last_fault_at: datetime | None, settle: timedelta) -> datetime:
+        """`settle` after its last fault (`last_fault_at`; the end of the last fault's minute
+        when its attempts are gone), or the end of its last held minute."""
+        return max((last_fault_at or self.last_fault + MINUTE) + settle, self.held_until)
 
 
-_PROVIDER_MINUTES = """
-    SELECT provider, bucket, sum(attempts)::BIGINT AS n,
-        sum(provider_faults + ambiguous_faults + rate_limited + account_faults)::BIGINT AS bad
-    FROM rollup_minute GROUP BY ALL
+def _target_minutes() -> str:
+    sums = ", ".join(f"sum({f.rollup_sum})::BIGINT AS {f.name}" for f in FAMILIES)
+    return f"""
+        SELECT target, any_value(provider) AS provider, bucket, sum(attempts)::BIGINT AS n,
+            {sums}
+        FROM rollup_minute GROUP BY target, bucket
+        HAVING {" OR ".join(f"{f.name} > 0" for f in FAMILIES)}
+        ORDER BY target, bucket
+    """
+
+
+_TARGET_MINUTES = _target_minutes()
+# The minutes when the routes whose primary is a target did not get it; the minutes a drill
+# held that target down on that route are an exercise, left out (its end included: a drill that
+# ended itself at its first failed request may end the moment it started).
+_HELD_MINUTES = """
+    SELECT p.target, r.bucket,
+        sum(r.requests - r.request_faults - r.abandoned)::BIGINT AS n,
+        sum(r.answered_by_fallback - coalesce(r.drill_fallbacks, 0) + r.unavailable
+            + r.broken_streams)::BIGINT AS bad
+    FROM rollup_minute r JOIN route_primaries p USING (route)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM drills d WHERE d.route = r.route AND d.target = p.target
+            AND d.started_at < r.bucket + INTERVAL 1 MINUTE
+            AND coalesce(d.ended_at, d.ends_at) >= r.bucket)
+    GROUP BY ALL
     HAVING bad > 0 AND bad >= $rate * n
-    ORDER BY provider, bucket
 """
-_ROUTE_MINUTES = """
-    SELECT route, bucket, sum(requests - request_faults - abandoned)::BIGINT AS n,
-        sum(answered_by_fallback - coalesce(drill_fallbacks, 0) + unavailable
-            + broken_streams)::BIGINT AS bad
-    FROM rollup_minute GROUP BY ALL
-    HAVING bad > 0 AND bad >= $rate * n
-    ORDER BY route, bucket
-"""
-# A route's primary provider: the provider part of its first target ("claude/…" → "claude").
-_PRIMARIES = "SELECT route, split_part(target, '/', 1) FROM route_primaries"
+
+Minutes = dict[datetime, dict[str, tuple[int, float]]]  # bucket → family → (faults, share)
+Held = dict[datetime, tuple[int, float]]  # bucket → (requests kept from it, share)
 
 
 def detect(
     con: duckdb.DuckDBPyConnection, now: datetime, policy: IncidentPolicy | None = None
 ) -> list[Window]:
+    """Every incident window in the minute rollups, oldest first."""
     policy = policy or IncidentPolicy()
     params = {"rate": policy.fault_rate}
-    primary_of = dict(con.execute(_PRIMARIES).fetchall())
-    route_minutes = con.execute(_ROUTE_MINUTES, params).fetchall()
-    # A route whose primary did not answer is evidence against the primary's provider, even
-    # in minutes when its breaker let no attempt through (open after an expired key, say).
-    by_provider: dict[tuple[str, datetime], tuple[int, int]] = {
-        (provider, bucket): (n, bad)
-        for provider, bucket, n, bad in con.execute(_PROVIDER_MINUTES, params).fetchall()
-    }
-    for route, bucket, n, bad in route_minutes:
-        if (provider := primary_of.get(route)) is not None:
-            known = by_provider.get((provider, bucket))
-            if known is None or bad / max(n, 1) > known[1] / max(known[0], 1):
-                by_provider[(provider, bucket)] = (n, bad)
-    minutes = sorted((p, b, n, bad) for (p, b), (n, bad) in by_provider.items())
-    providers = _windows("provider", minutes, policy)
-    served_by = defaultdict(set)  # provider → routes it is the primary of
-    for route, provider in primary_of.items():
-        served_by[provider].add(route)
-    for window in providers:
-        window.routes = set(served_by.get(window.subject, ()))
-    # Routes with no known primary (none of their requests reached one yet) stand alone.
-    orphans = [m for m in route_minutes if m[0] not in primary_of]
-    routes = _windows("route", orphans, policy)
-    for window in routes:
-        window.routes = {window.subject}
-    return sorted(providers + routes, key=lambda w: (w.start, w.scope, w.subject))
+    faulted: dict[str, Minutes] = defaultdict(dict)
+    provider_of: dict[str, str] = {}
+    for target, provider, bucket, n, *counts in con.execute(_TARGET_MINUTES).fetchall():
+        bad = {
+            family.name: (count, count / n if n else 1.0)
+            for family, count in zip(FAMILIES, counts, strict=True)
+            if count and count >= policy.fault_rate * n
+        }
+        if bad:
+            faulted[target][bucket] = bad
+            provider_of[target] = provider
+    held: dict[str, Held] = defaultdict(dict)
+    for target, bucket, n, bad in con.execute(_HELD_MINUTES, params).fetchall():
+        held[target][bucket] = (bad, bad / n if n else 1.0)
+    windows = [
+        window
+        for target, minutes in faulted.items()
+        for window in _windows(target, provider_of[target], minutes, held[target], policy)
+    ]
+    windows = _across_quiet(con, windows, policy)
+    windows = [w for w in windows if w.evidence >= policy.min_faults]
+    return sorted(windows, key=lambda w: (w.start, w.target, w.family))
 
 
-def _windows(scope: str, minutes: list[tuple], policy: IncidentPolicy) -> list[Window]:
-    windows: list[Window] = []
-    current: Window | None = None
-    for subject, bucket, n, bad in minutes:
-        rate = bad / n if n else 1.0
-        if current and current.subject == subject and bucket - current.end <= policy.merge_gap:
-            current.last_bad = bucket
-            current.peak = max(current.peak, rate)
-            current.faults += bad
-            continue
-        current = Window(scope, subject, bucket, bucket, rate, bad, set())
-        windows.append(current)
-    return [w for w in windows if w.faults >= policy.min_faults]
+def _windows(
+    target: str, provider: str, faulted: Minutes, held: Held, policy: IncidentPolicy
+) -> list[Window]:
+    found: list[Window] = []
+    current: dict[str, Window] = {}
+    latest: str | None = None  # the family whose faults came last: why the target is kept out
+    for bucket in sorted(faulted.keys() | held.keys()):
+        for family, (count, share) in faulted.get(bucket, {}).items():
+            window = current.get(family)
+            if window is None or bucket - window.evidence_end >= policy.settle:
+                window = Window(target, provider, family, bucket, bucket, bucket)
+                current[family] = window
+                found.append(window)
+            window.last_fault = bucket
+            window.peak = max(window.peak, share)
+            window.evidence += count
+        if bucket in faulted:
+            latest = max(faulted[bucket], key=lambda f: faulted[bucket][f][0])
+        if bucket in held and latest is not None:
+            window = current[latest]
+            if bucket - window.evidence_end < policy.settle:
+                requests, share = held[bucket]
+                window.held_until = bucket + MINUTE
+                window.peak = max(window.peak, share)
+                window.evidence += requests
+    return found
 
 
-_WINDOWS = pa.schema([
-    ("id", pa.string()), ("scope", pa.string()), ("subject", pa.string()),
-    ("provider", pa.string()), ("routes", pa.list_(pa.string())),
+# The minutes of each gap in which the target had traffic: an attempt, or a request of a route
+# whose primary it is. Gaps are short (under QUIET): expanded into minutes, equality joins.
+_ACTIVE_IN_GAPS = """
+WITH minutes AS (
+    SELECT id, target, unnest(generate_series(lo, hi - INTERVAL 1 MINUTE, INTERVAL 1 MINUTE))
+        AS bucket
+    FROM gaps
+)
+SELECT m.id, count(DISTINCT m.bucket)
+FROM minutes m JOIN rollup_minute r USING (bucket)
+LEFT JOIN route_primaries p ON p.route = r.route
+WHERE (r.target = m.target AND r.attempts > 0) OR (p.target = m.target AND r.requests > 0)
+GROUP BY m.id
+"""
+_GAPS = pa.schema([
+    ("id", pa.int64()), ("target", pa.string()),
     ("lo", pa.timestamp("us", tz="UTC")), ("hi", pa.timestamp("us", tz="UTC")),
-    ("rewarm_hi", pa.timestamp("us", tz="UTC")), ("ended_at", pa.timestamp("us", tz="UTC")),
-    ("peak", pa.float64()), ("faults", pa.int64()),
 ])  # fmt: skip
 
-# Every incident's impact in one statement. Each window is expanded into its minutes and
-# joined to the rollups (and the failed attempts) on the minute: equality joins, whatever the
-# number of incidents (a range join with an OR degrades to a nested loop: 4.6 s for 950
-# incidents over 1 M attempts, measured).
-_REFRESH = """
-INSERT INTO incidents
-WITH minutes AS (
-    SELECT id, unnest(generate_series(lo, hi - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE))
-        AS bucket
-    FROM incident_windows
-),
-rewarm_minutes AS (
-    SELECT id, unnest(generate_series(lo, rewarm_hi - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE))
-        AS bucket
-    FROM incident_windows WHERE ended_at IS NOT NULL
-),
-rows AS (
-    SELECT m.id, r.*, list_contains(w.routes, r.route) AS in_routes
-    FROM minutes m JOIN incident_windows w USING (id) JOIN rollup_minute r USING (bucket)
-    WHERE list_contains(w.routes, r.route) OR r.provider = w.provider
-),
-impact AS (
-    SELECT id,
-        coalesce(sum(requests) FILTER (in_routes), 0)::BIGINT AS requests,
-        coalesce(sum(answered_by_fallback + unavailable + broken_streams) FILTER (in_routes),
-            0)::BIGINT AS affected,
-        coalesce(sum(answered_by_fallback) FILTER (in_routes), 0)::BIGINT AS by_fallback,
-        coalesce(sum(unavailable + broken_streams) FILTER (in_routes), 0)::BIGINT AS failed,
-        coalesce(sum(fallback_premium_usd) FILTER (in_routes), 0)::DECIMAL(18,9) AS premium,
-        coalesce(sum(cache_loss_usd) FILTER (in_routes), 0)::DECIMAL(18,9) AS cache_loss,
-        coalesce(sum(wasted_usd), 0)::DECIMAL(18,9) AS wasted
-    FROM rows GROUP BY id
-),
-rewarm AS (
-    SELECT m.id, coalesce(sum(r.rewarm_usd), 0)::DECIMAL(18,9) AS rewarm
-    FROM rewarm_minutes m JOIN incident_windows w USING (id) JOIN rollup_minute r USING (bucket)
-    WHERE list_contains(w.routes, r.route)
-    GROUP BY m.id
-),
-failures AS (
-    SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket, provider, route, error_class,
-        http_status
-    FROM attempts
-    WHERE started_at >= $lo AND started_at < $hi AND outcome = 'error'
-        AND coalesce(fault_kind, '') <> 'request'
-),
-errors AS (
-    SELECT m.id, f.error_class, f.http_status, count(*) AS n
-    FROM minutes m JOIN incident_windows w USING (id) JOIN failures f USING (bucket)
-    WHERE f.provider = w.provider OR list_contains(w.routes, f.route)
-    GROUP BY ALL
-),
-top AS (
-    SELECT id, arg_max(error_class || coalesce(' (' || http_status || ')', '') || ' ×' || n,
-                       n * 1000000 - rank) AS top_error
-    FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY error_class) AS rank FROM errors)
-    GROUP BY id
-)
-SELECT w.id, w.scope, w.subject, w.lo, w.ended_at, w.peak, w.faults, t.top_error,
-    array_to_string(w.routes, ', '),
-    coalesce(i.requests, 0), coalesce(i.affected, 0), coalesce(i.by_fallback, 0),
-    coalesce(i.failed, 0), coalesce(i.premium, 0), coalesce(i.cache_loss, 0),
-    coalesce(i.premium, 0) - coalesce(i.cache_loss, 0), coalesce(rw.rewarm, 0),
-    coalesce(i.wasted, 0), coalesce(i.premium, 0) + coalesce(rw.rewarm, 0)
-FROM incident_windows w
-LEFT JOIN impact i USING (id) LEFT JOIN rewarm rw USING (id) LEFT JOIN top t USING (id)
-"""
-# An incident that ended this long ago is settled: later refreshes keep its row as it is
-# (unless late attempts arrived, which recompute everything).
-SETTLED = timedelta(hours=1)
+
+def _across_quiet(
+    con: duckdb.DuckDBPyConnection, windows: list[Window], policy: IncidentPolicy
+) -> list[Window]:
+    """Merge each window of a target and family into the one before it when what lies between
+    is mostly quiet: fewer than `settle` of its minutes had any traffic."""
+    ordered = sorted(windows, key=lambda w: (w.target, w.family, w.start))
+    pairs = [
+        (i, before, after)
+        for i, (before, after) in enumerate(pairwise(ordered))
+        if (before.target, before.family) == (after.target, after.family)
+        and after.start - before.evidence_end < QUIET
+    ]
+    if not pairs:
+        return windows
+    gaps = [{"id": i, "target": b.target, "lo": b.evidence_end, "hi": a.start} for i, b, a in pairs]
+    con.register("gaps", pa.Table.from_pylist(gaps, schema=_GAPS))
+    try:
+        active = dict(con.execute(_ACTIVE_IN_GAPS).fetchall())
+    finally:
+        con.unregister("gaps")
+    quiet = {i for i, _, _ in pairs if active.get(i, 0) * MINUTE < policy.settle}
+    merged: list[Window] = []
+    for i, window in enumerate(ordered):
+        if i - 1 in quiet:  # continues the window before it
+            into = merged[-1]
+            into.last_fault = max(into.last_fault, window.last_fault)
+            into.held_until = max(into.held_until, window.held_until)
+            into.peak = max(into.peak, window.peak)
+            into.evidence += window.evidence
+        else:
+            merged.append(window)
+    return merged
 
 
 def refresh_incidents(
@@ -214,38 +236,64 @@ def refresh_incidents(
     full: bool = False,
 ) -> int:
     """Detect the incidents in the minute rollups and bring the table up to date in one
-    transaction; the number of incidents. An incident keeps its id (scope, subject, start)
+    transaction; the number of incidents. An incident keeps its id (target, family, start)
     from one run to the next; one settled an hour ago is kept as it is unless `full` (late
     attempts arrived)."""
     policy = policy or IncidentPolicy()
-    settled = dict(con.execute("SELECT incident_id, ended_at FROM incidents").fetchall())
-    keep, rows = [], []
-    for w in detect(con, now, policy):
-        incident_id = f"{w.scope}:{w.subject}:{w.start:%Y%m%dT%H%MZ}"
-        ongoing = w.end >= now.replace(second=0, microsecond=0) - policy.merge_gap
-        if not full and not ongoing and settled.get(incident_id) == w.end <= now - SETTLED:
-            keep.append(incident_id)
-            continue
-        rows.append({
-            "id": incident_id, "scope": w.scope, "subject": w.subject,
-            "provider": w.subject if w.scope == "provider" else None,
-            "routes": sorted(w.routes), "lo": w.start, "hi": now if ongoing else w.end,
-            "rewarm_hi": w.end + RECOVERY, "ended_at": None if ongoing else w.end,
-            "peak": w.peak, "faults": w.faults,
-        })  # fmt: skip
-    con.register("incident_windows", pa.Table.from_pylist(rows, schema=_WINDOWS))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute(
-            "DELETE FROM incidents WHERE NOT list_contains($keep, incident_id)", {"keep": keep}
-        )
-        if rows:
-            span = {"lo": min(r["lo"] for r in rows), "hi": max(r["hi"] for r in rows)}
-            con.execute(_REFRESH, span)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.unregister("incident_windows")
+    stored = {incident_id for (incident_id,) in con.execute("SELECT incident_id FROM incidents")
+              .fetchall()}  # fmt: skip
+    keep: list[str] = []
+    fresh: list[Window] = []
+    for window in detect(con, now, policy):
+        settled = window.latest_end(policy.settle) <= now - SETTLED
+        if not full and settled and window.id in stored:
+            keep.append(window.id)
+        else:
+            fresh.append(window)
+    last_faults = _last_faults(con, fresh)
+    rows = [_row(w, last_faults.get(w.id), now, policy) for w in fresh]
+    incident_impact.write(con, rows, keep, now)
     return len(keep) + len(rows)
+
+
+def _row(
+    window: Window, last_fault_at: datetime | None, now: datetime, policy: IncidentPolicy
+) -> dict[str, Any]:
+    end = window.end(last_fault_at, policy.settle)
+    ongoing = end > now
+    return {
+        "id": window.id, "target": window.target, "provider": window.provider,
+        "family": window.family, "kinds": list(BY_NAME[window.family].fault_kinds),
+        "lo": window.start, "hi": now if ongoing else end, "rewarm_hi": end + RECOVERY,
+        "ended_at": None if ongoing else end, "peak": window.peak,
+    }  # fmt: skip
+
+
+# The exact time of each window's last fault, from the attempts of its last bad minute
+# (joined on the minute: an equality join, however many windows).
+_LAST_FAULTS = """
+    SELECT w.id, max(a.started_at)
+    FROM last_minutes w JOIN attempts a
+        ON a.target = w.target AND time_bucket(INTERVAL 1 MINUTE, a.started_at) = w.bucket
+    WHERE a.started_at >= $lo AND a.started_at < $hi AND list_contains(w.kinds, a.fault_kind)
+    GROUP BY w.id
+"""
+
+
+def _last_faults(con: duckdb.DuckDBPyConnection, windows: list[Window]) -> dict[str, datetime]:
+    if not windows:
+        return {}
+    table = pa.Table.from_pylist(
+        [{"id": w.id, "target": w.target, "bucket": w.last_fault,
+          "kinds": list(BY_NAME[w.family].fault_kinds)} for w in windows],
+        schema=pa.schema([("id", pa.string()), ("target", pa.string()),
+                          ("bucket", pa.timestamp("us", tz="UTC")),
+                          ("kinds", pa.list_(pa.string()))]),
+    )  # fmt: skip
+    span = {"lo": min(w.last_fault for w in windows),
+            "hi": max(w.last_fault for w in windows) + MINUTE}  # fmt: skip
+    con.register("last_minutes", table)
+    try:
+        return dict(con.execute(_LAST_FAULTS, span).fetchall())
+    finally:
+        con.unregister("last_minutes")

@@ -7,16 +7,20 @@
 An alert is keyed by (rule, subject): the rule's route, target or provider. While a silence
 covers it, an alert still fires and resolves in the store (the dashboard shows it, marked
 silenced) but nothing is sent; if it is still firing when the silence ends, its "firing"
-notification goes out then. Notifications are rows in an outbox (`alert_notifications`) that
-`delivery.Outbox` sends, so a slow or dead receiver never holds up this pass.
+notification goes out then. A fault drill holds nothing back: what it makes fail is real, and
+engine.alerts.drill_marks says so in the summary. Alerts of one rule that fire in one pass with
+the same group (the targets refused with one key) go out as one notification that lists them
+all. Notifications are rows in an outbox (`alert_notifications`) that `delivery.Outbox` sends,
+so a slow or dead receiver never holds up this pass.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
@@ -37,12 +41,7 @@ class Change:
 
 
 _ACTIVE = "SELECT alert_id, rule, subject, notified FROM alerts WHERE state = 'firing'"
-_SILENCED = """
-    SELECT rule, subject FROM alert_silences WHERE starts_at <= $now AND ends_at > $now
-    UNION ALL  -- a fault drill holds every alert about its route and target while it runs
-    SELECT NULL, unnest([route, target]) FROM drills
-    WHERE started_at <= $now AND coalesce(ended_at, ends_at) + INTERVAL 2 MINUTE > $now
-"""
+_SILENCED = "SELECT rule, subject FROM alert_silences WHERE starts_at <= $now AND ends_at > $now"
 _INSERT = """
     INSERT INTO alerts VALUES ($alert_id, $rule, $kind, $severity, $subject, 'firing', $now,
         NULL, $now, $value, $threshold, $summary, $cost, $notified, $silenced)
@@ -72,15 +71,18 @@ def apply(
     }
     silences = con.execute(_SILENCED, {"now": now}).fetchall()
 
-    def silenced(rule: str, subject: str) -> bool:
-        return any((r is None or r == rule) and (s is None or s == subject) for r, s in silences)
+    def silenced(rule: str, obs: Observation) -> bool:
+        """A silence for the rule, for its subject or for a route or target it is about."""
+        subjects = {obs.subject, *obs.names}
+        return any((r is None or r == rule) and (s is None or s in subjects) for r, s in silences)
 
     changes: list[Change] = []
+    observed: dict[str, Observation] = {}  # alert id → what made it fire, for its notification
     con.execute("BEGIN TRANSACTION")
     try:
         for rule_name, observations in evaluated.items():
             for obs in observations:
-                quiet = silenced(rule_name, obs.subject)
+                quiet = silenced(rule_name, obs)
                 values = {
                     "now": now, "value": obs.value, "summary": obs.summary,
                     "cost": obs.cost_usd, "silenced": quiet,
@@ -94,19 +96,20 @@ def apply(
                         "threshold": obs.rule.threshold, "notified": not quiet,
                     })  # fmt: skip
                     changes.append(Change(alert_id, "firing", rule_name, obs.subject, not quiet))
+                    observed[alert_id] = obs
                     continue
                 alert_id, told = known
                 notify = not told and not quiet  # a silence ended while it still fires
                 con.execute(_UPDATE, {**values, "alert_id": alert_id, "notify": notify})
                 if notify:
                     changes.append(Change(alert_id, "firing", rule_name, obs.subject, True))
+                    observed[alert_id] = obs
         for (rule_name, subject), (alert_id, told) in active.items():
             if rule_name in evaluated or config.rule(rule_name) is None:
                 con.execute(_RESOLVE, {"alert_id": alert_id, "now": now})
                 changes.append(Change(alert_id, "resolved", rule_name, subject, told))
-        for change in changes:
-            if change.notified:
-                _queue(con, config, change, now)
+        for batch in _batches(changes, observed):
+            _queue(con, config, batch, now)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -129,17 +132,58 @@ _QUEUE = """
 """
 
 
+def _batches(
+    changes: Sequence[Change], observed: Mapping[str, Observation]
+) -> Iterator[tuple[str, list[Change]]]:
+    """The notifications to queue: (group, its changes). Firing changes of one rule and group
+    make one; every other change told its own (group "")."""
+    groups: dict[tuple[str, str], list[Change]] = {}
+    for change in changes:
+        if not change.notified:
+            continue
+        obs = observed.get(change.alert_id)
+        if change.event == "firing" and obs is not None and obs.group:
+            groups.setdefault((change.rule, obs.group), []).append(change)
+        else:
+            yield "", [change]
+    for (_, group), batch in groups.items():
+        yield group, batch
+
+
 def _queue(
-    con: duckdb.DuckDBPyConnection, config: AlertingConfig, change: Change, now: datetime
+    con: duckdb.DuckDBPyConnection,
+    config: AlertingConfig,
+    batch: tuple[str, list[Change]],
+    now: datetime,
 ) -> None:
-    cursor = con.execute(_ALERT_ROW, {"alert_id": change.alert_id})
-    names = [d[0] for d in cursor.description]
-    alert = dict(zip(names, cursor.fetchone(), strict=True))
+    group, changes = batch
+    rows = []
+    for change in changes:
+        cursor = con.execute(_ALERT_ROW, {"alert_id": change.alert_id})
+        names = [d[0] for d in cursor.description]
+        rows.append(dict(zip(names, cursor.fetchone(), strict=True)))
+    alert = rows[0] if len(rows) == 1 else _together(group, rows)
+    first, event = changes[0].alert_id, changes[0].event
     for receiver in config.receivers:
         if not receiver.wants(alert["severity"]):
             continue
         con.execute(_QUEUE, {
-            "id": f"{change.alert_id}:{change.event}:{receiver.name}",
-            "alert_id": change.alert_id, "event": change.event, "receiver": receiver.name,
-            "payload": payload(receiver.kind, change.event, alert), "now": now,
+            "id": f"{first}:{event}:{receiver.name}", "alert_id": first, "event": event,
+            "receiver": receiver.name, "payload": payload(receiver.kind, event, alert),
+            "now": now,
         })  # fmt: skip
+
+
+def _together(group: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One alert body for alerts that fired together: the group and every subject, each
+    summary on its own line, the ids of all (the outbox row keeps the first's)."""
+    costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+    return {
+        **rows[0],
+        "subject": f"{group}: {', '.join(r['subject'] for r in rows)}",
+        "summary": "\n".join(r["summary"] for r in rows),
+        "value": sum(r["value"] or 0 for r in rows),
+        "cost_usd": sum(costs) if costs else None,
+        "alert_ids": [r["alert_id"] for r in rows],
+        "subjects": [r["subject"] for r in rows],
+    }

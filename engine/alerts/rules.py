@@ -2,6 +2,7 @@
 
     [alerting]
     builtin_rules = true            # the defaults below, unless a rule of yours takes the name
+    incident_settle = "2m"          # an incident ends this long after its last fault
     [[alerting.receivers]]
     name = "oncall"
     kind = "slack"                  # "slack" (incoming webhook) or "json" (generic)
@@ -16,7 +17,9 @@
     window = "10m"
     routes = ["support"]
 
-Rules are data; `engine.alerts.conditions` gives each kind its meaning.
+Rules are data; `engine.alerts.conditions` gives each kind its meaning. The configuration also
+hands the alerts each provider's key variable (`api_key_env`, never the key): a credential alert
+names the credential a target failed with.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ SEVERITIES: tuple[Severity, ...] = ("warning", "critical")
 # kind → the unit of its threshold, as shown in alerts and the dashboard.
 UNITS = {
     "fallback_rate": "%",  # requests answered by a backup ÷ requests, per route
-    "credential": "account faults",  # any 401/403/402/404-model/quota since the last success
+    "credential": "account faults",  # a target's 401/403/402/404-model/quota since it answered
     "breaker_open": "min",  # a target's breaker not closed for this long
     "unavailable": "requests",  # requests failed with every provider unavailable, per route
     "fallback_premium": "USD/h",  # extra cost of fallbacks (premium + re-warm), all routes
@@ -52,6 +55,8 @@ _RULE_KEYS = (
     "baseline_factor", "description",
 )  # fmt: skip
 _RECEIVER_KEYS = ("name", "kind", "url", "url_env", "timeout_s", "max_attempts", "min_severity")
+_ALERTING_KEYS = ("builtin_rules", "receivers", "incident_settle")
+INCIDENT_SETTLE_S = 120.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -91,6 +96,10 @@ class Receiver:
 class AlertingConfig:
     rules: tuple[Rule, ...] = field(default_factory=lambda: DEFAULT_RULES)
     receivers: tuple[Receiver, ...] = ()
+    # provider → the environment variable holding its key (None: it needs none); the
+    # credential alert's subject names it. Empty when the scheduler runs without a config.
+    key_envs: Mapping[str, str | None] = field(default_factory=dict)
+    incident_settle_s: float = INCIDENT_SETTLE_S  # an incident ends this long after its last fault
 
     def rule(self, name: str) -> Rule | None:
         return next((r for r in self.rules if r.name == name), None)
@@ -102,8 +111,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("fallback-rate-1h", "fallback_rate", "critical", 25, 3600, min_requests=100,
          description="More than 25 % of a route's requests answered by a backup over 1 h."),
     Rule("credential", "credential", "critical", 0, 86400,
-         description="A provider refused the key or the account (401, 403, 402, 404 model, "
-         "quota or spend limit) and has not answered since."),
+         description="A target's provider refused its key or account (401, 403, 402, 404 "
+         "model, quota or spend limit) and that target has not answered since."),
     Rule("breaker-open", "breaker_open", "warning", 5, 0,
          description="A target's breaker has stayed open (or probing) for 5 min."),
     Rule("all-unavailable", "unavailable", "critical", 1, 300,
@@ -132,18 +141,26 @@ Fail = Callable[[str, str], Exception]
 
 
 def parse_alerting(
-    alerts: Any, alerting: Any, fail: Fail, routes: tuple[str, ...] = ()
+    alerts: Any,
+    alerting: Any,
+    fail: Fail,
+    routes: tuple[str, ...] = (),
+    key_envs: Mapping[str, str | None] | None = None,
 ) -> AlertingConfig:
-    """`[[alerts]]` and `[alerting]` (each may be absent) → AlertingConfig."""
+    """`[[alerts]]` and `[alerting]` (each may be absent) → AlertingConfig; `key_envs`: each
+    provider's `api_key_env`, for the credential alerts."""
     alerting = alerting if alerting is not None else {}
     if not isinstance(alerting, Mapping):
         raise fail("alerting", "must be a table")
     for key in alerting:
-        if key not in ("builtin_rules", "receivers"):
-            raise fail(f"alerting.{key}", "unknown key (allowed: builtin_rules, receivers)")
+        if key not in _ALERTING_KEYS:
+            raise fail(f"alerting.{key}", f"unknown key (allowed: {', '.join(_ALERTING_KEYS)})")
     builtin = alerting.get("builtin_rules", True)
     if not isinstance(builtin, bool):
         raise fail("alerting.builtin_rules", "must be true or false")
+    settle = parse_duration(alerting.get("incident_settle", INCIDENT_SETTLE_S))
+    if settle is None or settle <= 0:
+        raise fail("alerting.incident_settle", 'must be a duration like "2m" or seconds, above 0')
     own = [_rule(i, raw, fail, routes) for i, raw in enumerate(_list(alerts, "alerts", fail))]
     names = [r.name for r in own]
     for name in names:
@@ -158,7 +175,7 @@ def parse_alerting(
     for name in receiver_names:
         if receiver_names.count(name) > 1:
             raise fail("alerting.receivers", f"two receivers are named {name!r}")
-    return AlertingConfig(tuple(rules), tuple(receivers))
+    return AlertingConfig(tuple(rules), tuple(receivers), dict(key_envs or {}), settle)
 
 
 def parse_duration(value: Any) -> float | None:

@@ -1,7 +1,8 @@
 """One pass of alerting, run by the scheduler after each cycle's rollups: take in silences,
-evaluate every rule, move the alerts' states, refresh the incidents (once a minute), and hand
-due notifications to the sender. Every step is on the scheduler's connection and thread except
-the HTTP calls, which the outbox's sender thread makes."""
+evaluate every rule, mark what fired during a fault drill, move the alerts' states, refresh the
+incidents (once a minute), and hand due notifications to the sender. Every step is on the
+scheduler's connection and thread except the HTTP calls, which the outbox's sender thread
+makes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import duckdb
 from engine.alerts import lifecycle
 from engine.alerts.conditions import Context, evaluate
 from engine.alerts.delivery import Outbox
+from engine.alerts.drill_marks import mark_drills
 from engine.alerts.incidents import IncidentPolicy, refresh_incidents
 from engine.alerts.rules import AlertingConfig
 from engine.alerts.silences import ingest_silences
@@ -52,7 +54,9 @@ class Watch:
         self.config = config
         self.paths = paths
         self.outbox = outbox or Outbox(config.receivers)
-        self.incident_policy = incidents or IncidentPolicy()
+        self.incident_policy = incidents or IncidentPolicy(
+            settle=timedelta(seconds=config.incident_settle_s)
+        )
         self.wall = wall
         self._incidents_at: datetime | None = None
 
@@ -61,7 +65,8 @@ class Watch:
     ) -> WatchReport:
         """`late`: older attempts arrived, so the incidents are recomputed now."""
         silences = ingest_silences(con, self.paths)
-        evaluated = evaluate(self.config.rules, Context(con, now, self.paths.spool, self.wall))
+        context = Context(con, now, self.paths.spool, self.wall, self.config.key_envs)
+        evaluated = mark_drills(con, evaluate(self.config.rules, context), now)
         changes = lifecycle.apply(con, self.config, evaluated, now)
         incidents = None
         due = self._incidents_at is None or now - self._incidents_at >= INCIDENTS_EVERY

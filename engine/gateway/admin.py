@@ -5,7 +5,10 @@
     POST /admin/targets/disable    {"target": "provider/model", "route"?: "...", "reason"?: "..."}
     POST /admin/targets/enable     {"target": "provider/model", "route"?: "..."}
     GET  /admin/drills             the fault drills running
-    POST /admin/drills/start       {"route": "...", "target": "provider/model", "for_s": 300}
+    POST /admin/drills/start       {"route": "...", "target": "provider/model", "for_s": 300,
+                                    "force"?: true}   409 when its pre-flight finds no other
+                                   target of the route healthy (the message says why), unless
+                                   forced
     POST /admin/drills/end         {"drill_id": "..."}          (engine.drills)
 
 A switch is kept where every gateway process reads it (`Switchover.switches`: the data folder's
@@ -27,7 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from engine import bounded_json
-from engine.drills import DrillError, active_drills, end_drill, start_drill
+from engine.drills import DrillError, DrillRefused, active_drills, end_drill, start_drill
 from engine.gateway.dialects.base import dumps
 from engine.gateway.httputil import key_accepted
 from engine.switchover import Switchover
@@ -115,11 +118,13 @@ class _Admin:
         if refused is not None:
             return refused
         body, problem = await _body(request)
-        seconds = body.get("for_s")
+        seconds, force = body.get("for_s"), body.get("force", False)
         # A number a timedelta can hold (NaN and 1e300 cannot); how long is start_drill's call.
         usable = isinstance(seconds, int | float) and not isinstance(seconds, bool)
         if problem is None and not (usable and abs(seconds) < 1e9):  # NaN fails the comparison
             problem = "give the drill's length in seconds as for_s"
+        if problem is None and not isinstance(force, bool):
+            problem = "force must be true or false"
         if problem is not None:
             return _error(400, problem)
         by = request.client.host if request.client else ""
@@ -131,11 +136,18 @@ class _Admin:
                 timedelta(seconds=seconds),
                 by=str(body.get("by") or f"admin api ({by})"),
                 now=self.sw.clock.wall(),
+                force=force,
             )
+        except DrillRefused as exc:
+            log.warning("drill of %s on route %s refused: %s", body.get("target"),
+                        body.get("route"), exc)  # fmt: skip
+            return _error(409, str(exc), "drill_refused")
         except DrillError as exc:
             return _error(404 if "unknown" in str(exc) else 409, str(exc))
-        log.warning("drill %s: %s fails on route %s until %s", drill.drill_id, drill.target,
-                    drill.route, drill.ends_at.isoformat())  # fmt: skip
+        log.warning("drill %s: %s fails on route %s until %s%s", drill.drill_id, drill.target,
+                    drill.route, drill.ends_at.isoformat(),
+                    f" (forced past its pre-flight: {drill.preflight})" if drill.forced
+                    else "")  # fmt: skip
         return _json({"drill": drill.as_json()})
 
     async def end_drill(self, request: Request) -> Response:
@@ -202,5 +214,5 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(dumps(body), status_code=status, media_type="application/json")
 
 
-def _error(status: int, message: str) -> Response:
-    return _json({"error": {"message": message, "type": "admin_error"}}, status)
+def _error(status: int, message: str, kind: str = "admin_error") -> Response:
+    return _json({"error": {"message": message, "type": kind}}, status)

@@ -13,11 +13,11 @@ Metrics (prometheus-client, text format at `/metrics`):
     switchover_attempt_duration_seconds{target, outcome}
     switchover_cost_usd_total{target}                            attempts priced with genai-prices
     switchover_breaker_state{target}                             0 closed, 1 half-open, 2 open
-    switchover_breaker_store_shared                              1 breakers shared in Redis,
-        0 kept in the process's memory (no [state] redis_url, or Redis unreachable); the least
-        over live workers
+    switchover_breaker_store_shared                              1 breakers shared (the data
+        folder's SQLite file, or Redis), 0 kept in the process's memory (no data folder, or the
+        shared store unusable); the least over live workers
     switchover_breaker_store_fallback_total                      breaker calls answered from
-        memory because Redis was unreachable
+        memory because the shared store was unusable
     switchover_recorder_written_total                            attempts the recorder wrote
         to spool files (or PostgreSQL)
     switchover_recorder_dropped_total                            attempts it lost: beyond
@@ -33,10 +33,10 @@ Metrics (prometheus-client, text format at `/metrics`):
 
 Several uvicorn workers: `switchover serve --workers N` points PROMETHEUS_MULTIPROC_DIR at a
 fresh folder before the workers start, so prometheus-client's multiprocess mode sums counters
-and histograms over every worker, whichever one answers the scrape. Without [state] redis_url
-breakers live in each worker's memory, so a target's state can differ between workers; the
-gauge reports the worst state any worker last saw (`multiprocess_mode="max"`), set after every
-request that touched the target and at each scrape. With Redis every worker sees one state.
+and histograms over every worker, whichever one answers the scrape. Breakers kept in each
+worker's memory (no data folder, or its file unusable) can differ between workers; the gauge
+reports the worst state any worker last saw (`multiprocess_mode="max"`), set after every
+request that touched the target and at each scrape. With a shared store every worker sees one.
 The recorder's counters follow `Recorder.stats()` by deltas, like the breaker store's fallbacks:
 each worker adds what its own recorder counted since it last looked, at each scrape and after
 requests, at most once a second. Attempts lost at exit
@@ -142,13 +142,13 @@ class Metrics:
         )
         self.store_shared = Gauge(
             "switchover_breaker_store_shared",
-            "1 when breaker state is shared through Redis, 0 when in this process's memory.",
+            "1 when breaker state is shared (SQLite file or Redis), 0 when in process memory.",
             multiprocess_mode="livemin",
             registry=r,
         )
         self.store_fallbacks = Counter(
             "switchover_breaker_store_fallback",
-            "Breaker calls answered from process memory because Redis was unreachable.",
+            "Breaker calls answered from process memory because the shared store was unusable.",
             registry=r,
         )
         self._fallbacks_seen = 0
@@ -285,6 +285,7 @@ async def status_document(sw: Switchover) -> dict[str, Any]:
         "pid": os.getpid(),
         # The memory store keeps breakers per process: with several workers, this one's view.
         "breakers_shared": breakers_shared(sw.breakers),
+        "breaker_store": breaker_store_kind(sw.breakers),
         "routes": [
             {
                 "name": route.name,
@@ -322,9 +323,18 @@ def telemetry_document(recorder: Recorder | None) -> dict[str, Any]:
 
 
 def breakers_shared(breakers: BreakerStore) -> bool:
-    """Whether other processes see the same breakers (False while a shared store has fallen
-    back to memory)."""
+    """Whether other processes see the same breakers: the workers of this host (the data
+    folder's SQLite file) or of every host (Redis). False in memory, and while a shared store
+    has fallen back to memory."""
     return not isinstance(breakers, MemoryBreakerStore) and getattr(breakers, "shared", True)
+
+
+def breaker_store_kind(breakers: BreakerStore) -> str:
+    """Where the breakers are kept: "memory", "sqlite" (this host) or "redis" (every host);
+    another store by its class name (`FooBreakerStore` is "foo")."""
+    if isinstance(breakers, MemoryBreakerStore):
+        return "memory"
+    return type(breakers).__name__.removesuffix("BreakerStore").lower()
 
 
 def _breaker(state: BreakerState, now: float) -> dict[str, Any]:

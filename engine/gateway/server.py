@@ -13,8 +13,9 @@ environment, and the app is built by a factory from it:
 
 `serve` refuses to start on a non-loopback address without gateway keys, and checks the
 configuration (and that every provider's key is set) once, before any worker starts. Workers
-share their breakers only through Redis (`[state] redis_url`); `serve` says which it is, and a
-Redis that does not answer yet is only a warning (each worker then falls back to its memory).
+share their breakers through Redis (`[state] redis_url`), else through the data folder's SQLite
+file; `serve` says which it is, and a store that does not answer yet is only a warning (each
+worker then falls back to its memory).
 
 What a caller may cost travels in uvicorn's own configuration, which uvicorn hands to every
 worker: `uvicorn_options` builds it from [gateway] (the guarded protocol, its timeouts and
@@ -229,13 +230,25 @@ def serve(
 
 
 def _say_where_breakers_live(redis_url: str | None, workers: int) -> None:
+    """Once, before any worker starts: Redis (every host), else the data folder's SQLite file
+    (the workers of this host; engine.breaker_sqlite), or, when that file cannot be used, each
+    worker's memory. `serve` has set the data folder in the environment already."""
     if redis_url is None:
-        if workers > 1:
+        from engine.breaker_sqlite import check_usable
+
+        path = DataPaths.default().breaker_states
+        problem = check_usable(path)
+        if problem is None:
+            log.info("breakers shared by this host's gateway processes through %s", path)
+        elif workers > 1:
             log.warning(
-                "%d workers without [state] redis_url: each keeps its own breakers, so a failing "
-                "provider is called and probed once per worker",
+                "%s: each of the %d workers keeps its own breakers until it can be used, so a "
+                "failing provider is called and probed once per worker",
+                problem,
                 workers,
             )
+        else:
+            log.warning("%s: breakers kept in memory until it can be used", problem)
         return
     from engine.breaker_redis import check_reachable
 

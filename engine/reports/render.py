@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import plotly.express as px
 
+from engine.alerts.families import describe
 from engine.money import format_usd
 from engine.reports.week import WeekReport
 
@@ -102,7 +103,7 @@ def tables(report: WeekReport, *, raw: bool = False) -> dict[str, tuple[str, pd.
     found["incidents"] = ("Incidents", pd.DataFrame(
         [{"start (UTC)": f"{i.started_at:%a %Y-%m-%d %H:%M}",
           "duration": _duration(i.started_at, i.ended_at, report.end),
-          "what": f"{i.scope} {i.subject}", "routes": i.routes,
+          "what": describe(i.subject, getattr(i, "family", None)), "routes": i.routes,
           "requests affected": int(i.requests_affected),
           "answered by fallback": int(i.answered_by_fallback), "failed": int(i.failed),
           "extra cost": _usd(i.extra_cost_usd), "wasted": _usd(i.wasted_usd),

@@ -17,6 +17,7 @@ from decimal import Decimal
 
 import pandas as pd
 
+from engine.alerts.families import describe
 from engine.money import format_usd
 from engine.store.read import PublishedData
 
@@ -274,7 +275,8 @@ def summarise(report: WeekReport, before: pd.DataFrame) -> list[str]:
     if len(report.incidents):
         biggest = report.incidents.sort_values("requests_affected", ascending=False).iloc[0]
         lines.append(
-            f"{len(report.incidents)} incident(s); the largest, {biggest['subject']} from "
+            f"{len(report.incidents)} incident(s); the largest, "
+            f"{describe(biggest['subject'], biggest.get('family'))} from "
             f"{biggest['started_at']:%a %H:%M} UTC, affected {int(biggest['requests_affected']):,} "
             f"requests and cost {format_usd(Decimal(biggest['extra_cost_usd']))} extra."
         )

@@ -1,6 +1,6 @@
 """The tables of breaker events, alerts and incidents: their columns, created by migration 3
 and read back by `engine.store.read` for the published snapshots. Frozen by that migration: a
-change needs a migration of its own."""
+change needs a migration of its own (migration 10 adds INCIDENT_TARGET_COLUMNS)."""
 
 EVENT_AND_ALERT_TABLES: dict[str, str] = {
     "breaker_events": """
@@ -76,4 +76,13 @@ EVENT_AND_ALERT_TABLES: dict[str, str] = {
     wasted_usd DECIMAL(18,9) NOT NULL,
     extra_cost_usd DECIMAL(18,9) NOT NULL
 """,
+}
+
+# Incidents per target and fault family (engine.alerts.incidents), added by migration 10:
+# `scope` is "target" and `subject` the target for them. Nullable: rows from before have none.
+INCIDENT_TARGET_COLUMNS: dict[str, str] = {
+    "target": "VARCHAR",  # provider/model
+    "family": "VARCHAR",  # availability, rate_limit or account (engine.alerts.families)
+    "provider": "VARCHAR",
+    "during_drills": "VARCHAR",  # the drills that ran on its routes meanwhile ("" for none)
 }

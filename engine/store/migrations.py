@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 import duckdb
 
 from engine.store.event_tables import EVENT_AND_ALERT_TABLES as EVENT_TABLES
-from engine.store.readiness_tables import READINESS_TABLES
+from engine.store.event_tables import INCIDENT_TARGET_COLUMNS
+from engine.store.readiness_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 from engine.store.telemetry import TABLES as TELEMETRY_TABLES
@@ -168,6 +169,29 @@ MIGRATIONS += (
         8,
         "telemetry health: the recorders' status files, the attempts they lost, the spool check",
         TELEMETRY_TABLES,
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        9,
+        "a fault drill's pre-flight and why it aborted itself",
+        ";\n".join(
+            f"ALTER TABLE drills ADD COLUMN {name} {kind}"
+            for name, kind in DRILL_ABORT_COLUMNS.items()
+        ),
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        10,
+        "incidents per target and fault family: their target, family, provider and drills",
+        # The rows from before (per provider) are replaced by the next incident refresh.
+        ";\n".join(
+            f"ALTER TABLE incidents ADD COLUMN {name} {kind}"
+            for name, kind in INCIDENT_TARGET_COLUMNS.items()
+        ),
     ),
 )
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,9 @@ import pandas as pd
 
 from engine.records import DUCKDB_COLUMNS
 from engine.store.db import sql_string
-from engine.store.event_tables import EVENT_AND_ALERT_TABLES
+from engine.store.event_tables import EVENT_AND_ALERT_TABLES, INCIDENT_TARGET_COLUMNS
 from engine.store.publish import RECENT_ATTEMPTS, Snapshot, read_manifest
-from engine.store.readiness_tables import READINESS_TABLES
+from engine.store.readiness_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.rollups import CURRENT_ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 
@@ -56,6 +57,10 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
         for table, columns in {**EVENT_AND_ALERT_TABLES, **READINESS_TABLES}.items()
     },
 }
+# The columns later migrations added (9: a drill's pre-flight and abort; 10: incidents per
+# target and fault family), in the stand-in too.
+for _table, _added in (("drills", DRILL_ABORT_COLUMNS), ("incidents", INCIDENT_TARGET_COLUMNS)):
+    SNAPSHOT_COLUMNS[_table] += "".join(f", {name} {kind}" for name, kind in _added.items())
 
 REQUIRED = object()  # a parameter with no default
 FD_DIR = "/dev/fd"
@@ -131,6 +136,69 @@ QUERIES: dict[str, Query] = {
         FROM recent_attempts
         WHERE started_at >= $since AND ($until IS NULL OR started_at < $until)
         HAVING count(*) > 0
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None},
+    ),
+    # The Live page's timelines and health lines. Skipped rows made no HTTP call: they are
+    # requests, never attempts, so they carry no latency (as in the rollups).
+    "latency_by_bucket": Query(
+        """
+        SELECT time_bucket($width, started_at) AS bucket, count(*) AS attempts,
+               quantile_cont(latency_ms, 0.5) AS p50_ms, quantile_cont(latency_ms, 0.99) AS p99_ms
+        FROM recent_attempts
+        WHERE outcome <> 'skipped' AND started_at >= $since
+          AND ($until IS NULL OR started_at < $until)
+        GROUP BY ALL ORDER BY bucket
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None, "width": timedelta(minutes=1)},
+    ),
+    "latency_between": Query(
+        """
+        SELECT count(*) AS attempts, quantile_cont(latency_ms, 0.5) AS p50_ms,
+               quantile_cont(latency_ms, 0.99) AS p99_ms
+        FROM recent_attempts
+        WHERE outcome <> 'skipped' AND started_at >= $since
+          AND ($until IS NULL OR started_at < $until)
+        HAVING count(*) > 0
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None},
+    ),
+    # Time to first token of the streamed attempts that answered, per route.
+    "ttft_by_bucket": Query(
+        """
+        SELECT time_bucket($width, started_at) AS bucket, route, count(*) AS streams,
+               quantile_cont(ttft_ms, 0.5) AS p50_ms, quantile_cont(ttft_ms, 0.99) AS p99_ms
+        FROM recent_attempts
+        WHERE streamed AND outcome = 'success' AND ttft_ms IS NOT NULL
+          AND started_at >= $since AND ($until IS NULL OR started_at < $until)
+        GROUP BY ALL ORDER BY bucket, route
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None, "width": timedelta(minutes=1)},
+    ),
+    # Failed attempts by what failed; the dashboard groups the classes for people.
+    "failures_by_bucket": Query(
+        """
+        SELECT time_bucket($width, started_at) AS bucket, fault_kind, error_class, http_status,
+               count(*) AS attempts
+        FROM recent_attempts
+        WHERE outcome = 'error' AND started_at >= $since
+          AND ($until IS NULL OR started_at < $until)
+        GROUP BY ALL ORDER BY bucket, attempts DESC, error_class
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None, "width": timedelta(minutes=1)},
+    ),
+    "failures_by_target": Query(
+        """
+        SELECT target, fault_kind, error_class, http_status, count(*) AS attempts
+        FROM recent_attempts
+        WHERE outcome = 'error' AND started_at >= $since
+          AND ($until IS NULL OR started_at < $until)
+        GROUP BY ALL ORDER BY target, attempts DESC, error_class
         """,
         (RECENT_ATTEMPTS,),
         {"since": REQUIRED, "until": None},

@@ -7,6 +7,9 @@ drill's report once its attempts are in. Runs in the scheduler, the only writer.
 
 A drill's report waits until `REPORT_AFTER` past its end, so that the spool has brought in its
 last attempts and the first requests after it (which show whether the target was restored).
+A report that does not pass says why (`why`): the drill aborted itself after a request failed,
+the failed requests it caused, what its pre-flight had found (and whether it was forced past
+it), or that no backup answered.
 """
 
 from __future__ import annotations
@@ -83,9 +86,15 @@ def _take_eval(con: duckdb.DuckDBPyConnection, body: dict[str, Any]) -> None:
 
 
 _DRILL = """
-    INSERT INTO drills VALUES ($drill_id, $route, $target, $started_at, $ends_at, $ended_at,
-        $requested_by, 'running', NULL)
-    ON CONFLICT (drill_id) DO UPDATE SET ended_at = coalesce(excluded.ended_at, drills.ended_at)
+    INSERT INTO drills (drill_id, route, target, started_at, ends_at, ended_at, requested_by,
+        status, report, forced, preflight, ended_reason, aborted_by_request)
+    VALUES ($drill_id, $route, $target, $started_at, $ends_at, $ended_at, $requested_by,
+        'running', NULL, $forced, $preflight, $ended_reason, $aborted_by_request)
+    ON CONFLICT (drill_id) DO UPDATE SET ended_at = coalesce(excluded.ended_at, drills.ended_at),
+        forced = coalesce(drills.forced, excluded.forced),
+        preflight = coalesce(drills.preflight, excluded.preflight),
+        ended_reason = coalesce(excluded.ended_reason, drills.ended_reason),
+        aborted_by_request = coalesce(excluded.aborted_by_request, drills.aborted_by_request)
 """
 
 
@@ -98,7 +107,9 @@ def _take_drill(con: duckdb.DuckDBPyConnection, body: dict[str, Any]) -> None:
 # --- reports -----------------------------------------------------------------------------------
 
 _DUE = """
-    SELECT drill_id, route, target, started_at, coalesce(ended_at, ends_at) AS ended
+    SELECT drill_id, route, target, started_at, ends_at, requested_by,
+        coalesce(ended_at, ends_at), coalesce(forced, false), preflight, ended_reason,
+        aborted_by_request
     FROM drills
     WHERE status <> 'reported' AND coalesce(ended_at, ends_at) + $after <= $now
 """
@@ -115,13 +126,16 @@ _REQUESTS = """
         GROUP BY request_id
     )
     SELECT target, answered, request_fault OR abandoned AS not_ours, count(*)::BIGINT
-    FROM req WHERE first >= $lo AND first < $hi
+    FROM req
+    -- the request that aborted the drill is its own, even when it began at the instant the
+    -- drill ended (a virtual clock's zero latency)
+    WHERE first >= $lo AND (first < $hi OR request_id = $aborted_by)
     GROUP BY ALL
 """
 _DRILL_FAULTS = """
     SELECT count(*) FROM attempts
     WHERE route = $route AND target = $target AND fault_kind = 'drill'
-      AND started_at >= $lo AND started_at < $hi
+      AND started_at >= $lo AND started_at <= $hi
 """
 _OPENED = """
     SELECT min(occurred_at) FROM breaker_events
@@ -149,22 +163,25 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> 
 def report_drills(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
     """Write the report of every drill whose end is `REPORT_AFTER` behind; how many."""
     due = con.execute(_DUE, {"now": now, "after": REPORT_AFTER}).fetchall()
-    for drill_id, route, target, lo, hi in due:
-        report = drill_report(con, route, target, lo, hi)
+    for row in due:
+        drill = Drill(*row)  # _DUE selects the columns in the record's field order
+        report = drill_report(con, drill)
         con.execute(
             "UPDATE drills SET status = 'reported', report = $report, "
             "ended_at = coalesce(ended_at, ends_at) WHERE drill_id = $id",
-            {"report": json.dumps(report), "id": drill_id},
+            {"report": json.dumps(report), "id": drill.drill_id},
         )
-        log.info("drill %s on %s/%s: %s", drill_id, route, target, report["summary"])
+        log.info("drill %s on %s/%s: %s", drill.drill_id, drill.route, drill.target,
+                 report["summary"])  # fmt: skip
     return len(due)
 
 
-def drill_report(
-    con: duckdb.DuckDBPyConnection, route: str, target: str, lo: datetime, hi: datetime
-) -> dict[str, Any]:
-    """What a drill of `target` on `route` from `lo` to `hi` showed (docs/metrics.md)."""
-    params = {"route": route, "target": target, "lo": lo, "hi": hi}
+def drill_report(con: duckdb.DuckDBPyConnection, drill: Drill) -> dict[str, Any]:
+    """What `drill` showed, from its start to its end (ended or planned; docs/metrics.md)."""
+    route, target, lo = drill.route, drill.target, drill.started_at
+    hi = drill.ended_at or drill.ends_at
+    params = {"route": route, "target": target, "lo": lo, "hi": hi,
+              "aborted_by": drill.aborted_by_request}  # fmt: skip
     served_by: dict[str, int] = {}
     requests = failed = 0
     for served, answered, not_ours, n in _query(con, _REQUESTS, params).fetchall():
@@ -179,12 +196,11 @@ def drill_report(
     cost, difference = _query(con, _MONEY, params).fetchone()
     by_backups = sum(n for t, n in served_by.items() if t != target)
     restored = None if back is None else True  # no answer after it yet: not known
-    if requests == 0:
-        verdict = "no traffic"
-    elif failed == 0 and by_backups > 0:
-        verdict = "passed"
-    else:
+    aborted = drill.aborted_by_request is not None
+    if aborted or (requests > 0 and (failed > 0 or by_backups == 0)):
         verdict = "failed"
+    else:
+        verdict = "passed" if requests else "no traffic"
     report = {
         "requests": requests,
         "served_by": served_by,
@@ -198,9 +214,42 @@ def drill_report(
         "restored": restored,
         "restored_after_s": None if back is None else (back - hi).total_seconds(),
         "verdict": verdict,
+        "aborted": aborted,
+        "ended_reason": drill.ended_reason,
+        "aborted_by_request": drill.aborted_by_request,
+        "forced": drill.forced,
+        "preflight": drill.preflight,
     }
-    report["summary"] = _summary(report, target)
+    report["why"] = _why(report, drill) if verdict == "failed" else []
+    figures = _summary(report, target)
+    report["summary"] = f"{'; '.join(report['why'])}. {figures}" if report["why"] else figures
     return report
+
+
+def _why(r: dict[str, Any], drill: Drill) -> list[str]:
+    """Why a drill failed, most telling first; never empty for a failed drill."""
+    why = []
+    if drill.aborted_by_request is not None:
+        why.append(f"aborted after request {drill.aborted_by_request} failed: every provider "
+                   "unavailable")  # fmt: skip
+    if r["failed"]:
+        one = r["failed"] == 1
+        why.append(f"{r['failed']} request{'' if one else 's'} failed with every provider "
+                   f"unavailable: the drill caused {'it' if one else 'them'}")  # fmt: skip
+    if drill.preflight:
+        lead = ("started with --force although no other target was healthy" if drill.forced
+                else "at its start")  # fmt: skip
+        why.append(f"{lead}: {drill.preflight}")
+    own = r["served_by"].get(drill.target, 0)
+    theirs = r["requests"] - r["served_by_backups"] - own - r["failed"]
+    if r["served_by_backups"] == 0 and (own or theirs):
+        parts = []
+        if own:
+            parts.append(f"{own} answered by {drill.target} itself, before the drill took effect")
+        if theirs:
+            parts.append(f"{theirs} the callers' own faults or abandoned")
+        why.append(f"no request was answered by a backup: {', '.join(parts)}")
+    return why or ["no request of the route was answered by a backup"]
 
 
 def _summary(r: dict[str, Any], target: str) -> str:

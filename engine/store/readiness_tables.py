@@ -1,7 +1,8 @@
 """The tables of fallback readiness: eval runs and their per-case results (`switchover eval`),
 and fault drills (`switchover drill`). Created by migration 6, published whole as snapshots of
 the same names, read by the Readiness page, the weekly report and the `eval_pass_rate` alert.
-Frozen by that migration: a change needs a migration of its own."""
+Frozen by that migration: a change needs a migration of its own (DRILL_ABORT_COLUMNS, below, is
+the next one's)."""
 
 READINESS_TABLES: dict[str, str] = {
     # One run of a case file through every target of one route, each target in isolation.
@@ -42,4 +43,13 @@ READINESS_TABLES: dict[str, str] = {
     status VARCHAR NOT NULL,
     report VARCHAR
 """,
+}
+
+# Added to `drills` by migration 9: the drill's pre-flight (engine.drills), and why it ended
+# before its planned end when it aborted itself. Nullable: drills from before have neither.
+DRILL_ABORT_COLUMNS: dict[str, str] = {
+    "forced": "BOOLEAN",  # started although its pre-flight found no other target healthy
+    "preflight": "VARCHAR",  # what the pre-flight found wrong with the route's other targets
+    "ended_reason": "VARCHAR",  # "aborted: request … failed with every provider unavailable"
+    "aborted_by_request": "VARCHAR",  # the request whose failure ended the drill
 }

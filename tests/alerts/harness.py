@@ -80,13 +80,22 @@ class SlackStandIn:
         ]
 
 
-def config(receivers: list[dict[str, Any]], rules: list[dict[str, Any]] | None) -> dict:
+def config(
+    receivers: list[dict[str, Any]],
+    rules: list[dict[str, Any]] | None,
+    *,
+    routes: dict[str, list[str]] | None = None,
+    keys: tuple[str, str] = ("K", "K"),
+) -> dict:
+    """Two providers (claude, gpt) whose keys are in the variables `keys`; `routes`: route →
+    targets (support on Sonnet, then GPT-4.1 mini, when not given)."""
+    routes = routes or {"support": [f"claude/{PRIMARY}", "gpt/gpt-4.1-mini"]}
     data: dict[str, Any] = {
         "providers": {
-            "claude": {"kind": "anthropic", "base_url": "http://fake", "api_key_env": "K"},
-            "gpt": {"kind": "openai", "base_url": "http://fake/v1", "api_key_env": "K"},
+            "claude": {"kind": "anthropic", "base_url": "http://fake", "api_key_env": keys[0]},
+            "gpt": {"kind": "openai", "base_url": "http://fake/v1", "api_key_env": keys[1]},
         },
-        "routes": {"support": {"targets": [f"claude/{PRIMARY}", "gpt/gpt-4.1-mini"]}},
+        "routes": {name: {"targets": targets} for name, targets in routes.items()},
         "alerting": {"receivers": receivers, "builtin_rules": rules is None},
     }
     if rules is not None:
@@ -95,20 +104,30 @@ def config(receivers: list[dict[str, Any]], rules: list[dict[str, Any]] | None) 
 
 
 class World:
+    """`per_minute` requests a minute, on each route of `routes` in turn."""
+
     def __init__(
-        self, tmp_path, data: dict, *, per_minute: int = 10, start: datetime = START
+        self,
+        tmp_path,
+        data: dict,
+        *,
+        per_minute: int = 10,
+        start: datetime = START,
+        routes: tuple[str, ...] = ("support",),
     ) -> None:
         self.clock = VirtualClock(wall_start=start)
         self.transport = FakeTransport(clock=self.clock)
         self.paths = DataPaths(tmp_path / "data")
         self.config = parse_config(data)
         self.per_minute = per_minute
+        self.routes = routes
+        keys = {p.api_key_env for p in self.config.providers.values() if p.api_key_env}
         self.sw = Switchover(
             self.config,
             clock=self.clock,
             transport=self.transport,
             record_to=self.paths,
-            environ={"K": "test-key"},
+            environ={key: "test-key" for key in keys},
         )
         self.watch = Watch(self.config.alerting, self.paths)
         self.pipeline = Pipeline(self.paths, now=self.clock.wall, watch=self.watch)
@@ -120,8 +139,12 @@ class World:
 
     def primary_fails(self, fault: str, minutes: float) -> None:
         """From now on, the primary answers `fault` for `minutes` (virtual)."""
+        self.fails(PRIMARY, fault, minutes)
+
+    def fails(self, model: str, fault: str, minutes: float) -> None:
+        """From now on, `model` answers `fault` for `minutes` (virtual)."""
         self.transport.schedule(
-            PRIMARY, windows=[{"start_s": 0, "end_s": minutes * 60, "fault": fault}]
+            model, windows=[{"start_s": 0, "end_s": minutes * 60, "fault": fault}]
         )
 
     def minutes(self, count: int) -> None:
@@ -150,7 +173,7 @@ class World:
                 max_tokens=200,
             )
             try:
-                await self.sw.chain("support").complete(request)
+                await self.sw.chain(self.routes[i % len(self.routes)]).complete(request)
             except ChainError:
                 self.failed_requests += 1
         await self.clock.sleep(began + 60.0 - self.clock.now())

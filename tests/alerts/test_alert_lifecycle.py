@@ -13,7 +13,7 @@ from engine.alerts.silences import request_silence
 from engine.cli import app
 from engine.store.read import PublishedData
 
-from .harness import SlackStandIn, World, at, config
+from .harness import PRIMARY, SlackStandIn, World, at, config
 
 FALLBACK_RULE = {
     "name": "fallback", "kind": "fallback_rate", "severity": "warning",
@@ -116,7 +116,8 @@ def test_a_credential_failure_alerts_within_one_cycle_and_resolves_when_the_key_
     world.primary_fails("auth", minutes=3)
     world.minutes(1)
 
-    assert slack.delivered() == [("firing", "credential", "claude")]
+    subject = f"claude/{PRIMARY} (K)"  # the target, and its credential by its key variable
+    assert slack.delivered() == [("firing", "credential", subject)]
     alert = slack.got[0].body["alert"]
     assert alert["severity"] == "critical"
     assert "authentication (401)" in alert["summary"]
@@ -124,8 +125,8 @@ def test_a_credential_failure_alerts_within_one_cycle_and_resolves_when_the_key_
 
     world.minutes(10)  # the key works again; the breaker's account cool-down ends, a probe succeeds
     assert slack.delivered() == [
-        ("firing", "credential", "claude"),
-        ("resolved", "credential", "claude"),
+        ("firing", "credential", subject),
+        ("resolved", "credential", subject),
     ]
 
 

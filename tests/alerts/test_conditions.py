@@ -115,25 +115,43 @@ def test_request_faults_fire_only_as_a_spike_over_the_usual_rate(con):
     assert obs.value == pytest.approx(30.0) and "provider's API" in obs.summary
 
 
-def test_a_credential_failure_fires_until_the_provider_answers_again(con):
+def test_a_credential_failure_fires_until_that_target_answers_again(con):
     rule = _default("credential")
     attempt(con, NOW - timedelta(minutes=30), request_id="ok")
     attempt(con, NOW - timedelta(minutes=5), request_id="bad", outcome="error",
             served=False, fault_kind="account", error_class="authentication",
             http_status=401)  # fmt: skip
-    [obs] = _fired(con, rule)
-    assert obs.subject == "claude" and "authentication (401)" in obs.summary
-    attempt(con, NOW - timedelta(minutes=1), request_id="ok-again", target="claude/other")
-    assert _fired(con, rule) == [], "any model on the provider answering proves the key"
+    attempt(con, NOW - timedelta(minutes=1), request_id="other", target="claude/other")
+    ctx = Context(con, NOW, NOW_SPOOL, key_envs={"claude": "ANTHROPIC_API_KEY"})
+    [obs] = evaluate([rule], ctx)[rule.name]
+    assert obs.subject == "claude/m (ANTHROPIC_API_KEY)" and obs.about == ("claude/m",)
+    assert "refused the key ANTHROPIC_API_KEY: authentication (401)" in obs.summary
+    assert "Still answering with it: claude/other." in obs.summary
+    attempt(con, NOW - timedelta(seconds=30), request_id="ok-again")
+    assert evaluate([rule], ctx)[rule.name] == [], "the same target answered again"
 
 
-def test_a_missing_model_is_that_targets_problem_not_the_providers(con):
+def test_without_the_configuration_the_subject_is_the_target_alone(con):
+    attempt(con, NOW - timedelta(minutes=5), outcome="error", served=False,
+            fault_kind="account", error_class="authentication", http_status=401)  # fmt: skip
+    [obs] = _fired(con, _default("credential"))
+    assert obs.subject == "claude/m" and "refused its key" in obs.summary
+
+
+def test_a_missing_model_is_that_targets_problem_and_grouped_with_no_key(con):
     attempt(con, NOW - timedelta(minutes=5), request_id="bad", target="claude/gone",
             outcome="error", served=False, fault_kind="account",
             error_class="model_not_found", http_status=404)  # fmt: skip
     attempt(con, NOW - timedelta(minutes=1), request_id="ok", target="claude/other")
     [obs] = _fired(con, _default("credential"))
-    assert obs.subject == "claude/gone"
+    assert (obs.subject, obs.group) == ("claude/gone", "")
+    assert "does not know the model" in obs.summary
+
+
+def test_a_drills_invalid_key_is_never_a_credential_alert(con):
+    attempt(con, NOW - timedelta(minutes=2), outcome="error", served=False, fault_kind="drill",
+            error_class="drill_invalid_key", http_status=401)  # fmt: skip
+    assert _fired(con, _default("credential")) == []
 
 
 def test_a_breaker_open_longer_than_the_threshold_fires_until_it_closes(con):
@@ -147,6 +165,18 @@ def test_a_breaker_open_longer_than_the_threshold_fires_until_it_closes(con):
     assert obs.subject == "claude/m" and obs.value == pytest.approx(7.5), "since it opened"
     breaker_event(con, NOW - timedelta(seconds=10), "claude/m", "open", "closed")
     assert _fired(con, rule) == []
+
+
+def test_a_breaker_a_drill_holds_open_is_no_alert_and_after_it_counts_from_its_end(con):
+    rule = _default("breaker-open")  # 5 min
+    attempt(con, NOW - timedelta(minutes=1))  # the process is alive
+    breaker_event(con, NOW - timedelta(minutes=20), "claude/m", "closed", "open", reason="drill")
+    assert _fired(con, rule) == [], "held open by the drill"
+    breaker_event(con, NOW - timedelta(minutes=6), "claude/m", "open", "half_open")
+    breaker_event(con, NOW - timedelta(minutes=6), "claude/m", "half_open", "open",
+                  event_id="probe", reason="probe")  # fmt: skip
+    [obs] = _fired(con, rule)
+    assert obs.value == pytest.approx(6.0), "since the drill let it probe, not since it began"
 
 
 def test_a_breaker_of_a_process_that_is_gone_no_longer_counts(con):

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from engine.drills import DrillError, end_drill, start_drill
+from engine.drills import DrillError, DrillRefused, end_drill, start_drill
 
 from .harness import PRIMARY, World, config
 
@@ -48,8 +48,8 @@ def test_a_drill_sends_the_traffic_to_the_backup_and_is_reported_not_as_an_incid
     )
     assert drill_attempts == [(1, "drill_invalid_key", 401)]  # then its breaker held it open
     assert world.query("SELECT count(*) FROM incidents") == [(0,)]
-    # 100 % fallback for 5 min, yet no fallback alert; the breaker's alert was held, not sent.
-    assert world.query("SELECT kind, silenced FROM alerts") == [("breaker_open", True)]
+    # 100 % fallback for 5 min and a breaker the drill held open, yet neither is an alert.
+    assert world.query("SELECT kind FROM alerts") == []
     (status, raw) = world.query(
         "SELECT status, report FROM drills WHERE drill_id = $id", {"id": started.drill_id}
     )[0]
@@ -93,3 +93,90 @@ def test_a_drill_that_cannot_run_says_why(world, route, target, minutes, words):
             start_drill(world.sw, route, target, timedelta(minutes=minutes), by="t", now=world.now)
         )
     assert world.clock.run(world.sw.switches.drilled("support")) == {}
+
+
+BACKUP = "gpt/gpt-4.1-mini"
+
+
+def fail_one_request(world: World, backup_fault: str) -> None:
+    """The next request fails everywhere: the primary answers 529 twice (its try and its
+    retry), the backup `backup_fault` once."""
+    world.transport.script(PRIMARY, ["529", "529"])
+    world.transport.script("gpt-4.1-mini", [backup_fault])
+
+
+def test_a_drill_ends_itself_at_the_first_request_that_fails_and_the_target_probes_at_once(
+    world,
+):
+    world.minutes(3)
+    started = drill(world, 30)
+    world.transport.script("gpt-4.1-mini", ["500"])  # the backup fails the next request
+    world.minutes(2)
+
+    assert world.failed_requests == 1, "one request failed, then the primary served again"
+    assert world.clock.run(world.sw.switches.drilled("support")) == {}
+    [(request_id,)] = world.query("SELECT request_id FROM attempts WHERE decision = 'give_up'")
+    rows = world.query(
+        "SELECT target, breaker_state, served FROM attempts WHERE started_at > "
+        "(SELECT max(started_at) FROM attempts WHERE request_id = $id) "
+        "ORDER BY started_at LIMIT 1",
+        {"id": request_id},
+    )
+    assert rows == [(TARGET, "half_open", True)], "the next request probed the drilled target"
+    (ended_at, reason, aborted_by, status, raw) = world.query(
+        "SELECT ended_at, ended_reason, aborted_by_request, status, report FROM drills "
+        "WHERE drill_id = $id",
+        {"id": started.drill_id},
+    )[0]
+    assert reason == f"aborted: request {request_id} failed with every provider unavailable"
+    assert aborted_by == request_id and ended_at < started.ends_at
+    assert status == "reported"
+    report = json.loads(raw)
+    assert (report["verdict"], report["aborted"], report["aborted_by_request"]) == (
+        "failed", True, request_id
+    )  # fmt: skip
+    assert (report["requests"], report["failed"], report["served_by_backups"]) == (1, 1, 0)
+    assert sum(report["served_by"].values()) + report["failed"] == report["requests"]
+    assert report["why"] == [
+        f"aborted after request {request_id} failed: every provider unavailable",
+        "1 request failed with every provider unavailable: the drill caused it",
+    ]
+    assert report["summary"].startswith("; ".join(report["why"]) + ". ")
+    assert report["restored"] is True
+
+
+def test_a_drill_is_refused_while_the_only_backup_has_its_breaker_open_unless_forced(world):
+    world.minutes(1)
+    fail_one_request(world, "401")  # the backup's key: its breaker opens (account)
+    world.minutes(1)
+    with pytest.raises(DrillRefused) as refused:
+        drill(world, 5)
+    assert f"backup {BACKUP}: breaker open (account)" in str(refused.value)
+    assert "--force" in str(refused.value)
+    assert world.clock.run(world.sw.switches.drilled("support")) == {}
+    assert not list(world.paths.drills_inbox.glob("*.json")), "a refused drill left no record"
+
+    forced = world.clock.run(
+        start_drill(world.sw, "support", TARGET, timedelta(minutes=5), by="t", now=world.now,
+                    force=True)
+    )  # fmt: skip
+    assert forced.forced and f"backup {BACKUP}: breaker open (account)" in forced.preflight
+    world.minutes(2)  # the first request fails (the backup is skipped): the drill ends itself
+    report = json.loads(world.query("SELECT report FROM drills")[0][0])
+    assert report["aborted"] is True and report["forced"] is True
+    assert report["why"][-1] == (
+        "started with --force although no other target was healthy: " + forced.preflight
+    )
+
+
+def test_a_backup_fault_stops_a_drill_for_five_minutes(world):
+    world.minutes(1)
+    fail_one_request(world, "500")  # one provider fault: the backup's breaker stays closed
+    world.minutes(1)
+    with pytest.raises(DrillRefused, match=rf"backup {BACKUP}: a provider fault \(\w+\) \d+ s ago"):
+        drill(world, 5)
+    world.minutes(4)  # the fault came a moment into its minute: not five minutes old yet
+    with pytest.raises(DrillRefused):
+        drill(world, 5)
+    world.minutes(1)
+    assert drill(world, 5).preflight is None, "the fault is forgotten: nothing found"

@@ -1,5 +1,5 @@
-"""Incidents: the primary down for 10 minutes inside an hour is one incident, with the right
-bounds and the cost a hand computation gives from the attempts."""
+"""Incidents: the primary down for 10 minutes inside an hour is one incident of that target,
+with the right bounds and the cost a hand computation gives from the attempts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from engine.alerts.incidents import RECOVERY
+from engine.alerts.incidents import RECOVERY, IncidentPolicy
 from engine.pricing import Pricer
 from engine.store.read import PublishedData
 
@@ -37,15 +37,29 @@ def outage(tmp_path_factory):
         world.close()
 
 
-def test_a_ten_minute_outage_is_exactly_one_incident_with_bounds_within_a_minute(outage):
-    _, incidents, _ = outage
-    assert [(i["scope"], i["subject"]) for i in incidents] == [("provider", "claude")]
+SETTLE = IncidentPolicy().settle
+
+
+def test_a_ten_minute_outage_is_exactly_one_incident_ending_its_settle_time_after(outage):
+    _, incidents, attempts = outage
+    assert [(i["scope"], i["subject"], i["family"]) for i in incidents] == [
+        ("target", f"claude/{PRIMARY}", "availability")
+    ]
     [incident] = incidents
+    assert (incident["target"], incident["provider"]) == (f"claude/{PRIMARY}", "claude")
     assert abs(incident["started_at"] - at(80)) <= timedelta(minutes=1)
-    assert abs(incident["ended_at"] - at(90)) <= timedelta(minutes=1)
+    last_529 = attempts[attempts["http_status"] == 529]["started_at"].max()
+    assert abs(last_529 - at(90)) <= timedelta(minutes=1)
+    assert incident["ended_at"] == last_529 + SETTLE
     assert incident["routes"] == "support"
     assert incident["peak_fault_rate"] == 1.0
     assert incident["top_error"].startswith("overloaded (529)")
+    assert incident["fault_attempts"] == (attempts["http_status"] == 529).sum()
+
+
+def _minutes(incident: dict) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The incident's window as the whole minutes its figures are counted over."""
+    return incident["started_at"], pd.Timestamp(incident["ended_at"]).ceil("min")
 
 
 def _served(attempts: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +68,7 @@ def _served(attempts: pd.DataFrame) -> pd.DataFrame:
 
 def test_its_impact_counts_match_the_attempts(outage):
     _, [incident], attempts = outage
-    lo, hi = incident["started_at"], incident["ended_at"]
+    lo, hi = _minutes(incident)
     first = attempts.sort_values("attempt_number").groupby("request_id").first()
     in_window = first[(first["started_at"] >= lo) & (first["started_at"] < hi)].index
     served = _served(attempts).set_index("request_id")
@@ -63,12 +77,13 @@ def test_its_impact_counts_match_the_attempts(outage):
     assert incident["requests_affected"] == len(set(in_window) - set(by_primary))
     assert incident["answered_by_fallback"] == incident["requests_affected"]
     assert incident["failed"] == 0
+    assert incident["requests_affected"] == incident["answered_by_fallback"] + incident["failed"]
 
 
 def test_its_costs_match_a_hand_computation(outage):
     _, [incident], attempts = outage
     pricer = Pricer()
-    lo, hi = incident["started_at"], incident["ended_at"]
+    lo, hi = _minutes(incident)
     primary = pricer.unit_prices("anthropic", PRIMARY, lo)
 
     # The primary's cache-hit ratio for the hour: its successes in the 24 h before.

@@ -60,6 +60,8 @@ def test_built_in_rules_can_be_turned_off():
         ({"alerting": {"receivers": [{"name": "r", "url": "http://x", "kind": "teams"}]}},
          "must be slack or json"),
         ({"alerting": {"colour": "red"}}, "alerting.colour: unknown key"),
+        ({"alerting": {"incident_settle": "soon"}}, "alerting.incident_settle: must be"),
+        ({"alerting": {"incident_settle": 0}}, "alerting.incident_settle: must be"),
     ],
 )  # fmt: skip
 def test_a_bad_rule_or_receiver_fails_at_start_naming_the_key(extra, message):
@@ -76,3 +78,12 @@ def test_durations_read_as_seconds():
         30,
     ]
     assert parse_duration("5 minutes") is None and parse_duration(-1) is None
+
+
+def test_the_incident_settle_time_is_two_minutes_unless_configured():
+    assert _alerting().incident_settle_s == 120
+    assert _alerting(alerting={"incident_settle": "5m"}).incident_settle_s == 300
+
+
+def test_the_alerts_know_each_providers_key_variable_never_the_key():
+    assert _alerting().key_envs == {"claude": "K"}

@@ -1,4 +1,5 @@
-"""The breaker-store contract, run once per store: in memory and in a real Redis.
+"""The breaker-store contract, run once per store: in memory, in a SQLite file and in a real
+Redis.
 
 Time is a `VirtualClock` moved by hand; nothing here sleeps. Each store answers for the whole
 state machine of engine.breaker, so a store that only loads, applies and saves passes as is.
@@ -27,6 +28,7 @@ from engine.breaker import (
     Success,
 )
 from engine.breaker_redis import RedisBreakerStore
+from engine.breaker_sqlite import SQLiteBreakerStore
 from engine.clock import VirtualClock
 
 KEY = "claude/claude-sonnet-4-5"
@@ -36,9 +38,27 @@ POLICY = BreakerPolicy()  # failures=5, window 60 s, min_volume=10, rate 0.5, co
 StoreFactory = Callable[..., BreakerStore]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
     """Builds stores of one kind with the given policy, overrides and on_change."""
+    if request.param == "sqlite":
+        folder = request.getfixturevalue("tmp_path")
+        files: list[SQLiteBreakerStore] = []
+
+        def sqlite(
+            policy: BreakerPolicy = POLICY,
+            policies_by_key: dict[str, BreakerPolicy] | None = None,
+            on_change: OnChange | None = None,
+        ) -> BreakerStore:
+            path = folder / f"breakers-{len(files)}.sqlite"  # a file per store: not shared here
+            files.append(SQLiteBreakerStore(path, policy, policies_by_key, on_change))
+            return files[-1]
+
+        yield sqlite
+        for each in files:
+            assert each.shared and each.fallbacks == 0, "every call must have used the file"
+            await each.aclose()
+        return
     if request.param == "memory":
 
         def memory(

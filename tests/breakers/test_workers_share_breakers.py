@@ -1,8 +1,11 @@
-"""`switchover serve --workers 4` with `[state] redis_url`: four gateway processes, one breaker.
+"""`switchover serve --workers 4`: four gateway processes, one breaker, whether the workers
+share it through Redis (`[state] redis_url`) or, by default, through the data folder's SQLite
+file.
 
 The primary fails: it is called `breaker_failures` times in all (not per worker) before every
 worker skips it; once the cooldown is over exactly one probe reaches it across the four; its
 success closes the breaker for every worker. The fake providers' call log counts the calls.
+The cooldown's end is read from `/v1/status` (`probe_due`), never slept through.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ backoff_max_s = 0.02
 
 [routes.support]
 targets = ["{primary}", "{backup}"]
-
+"""
+REDIS = """
 [state]
 redis_url = "{redis_url}"
 """
@@ -61,21 +65,26 @@ async def fake() -> AsyncIterator[FakeProviders]:
         yield fake
 
 
+@pytest.fixture(params=["sqlite", "redis"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
 async def gateway(
-    tmp_path: Path, fake: FakeProviders, redis_url: str
+    tmp_path: Path, fake: FakeProviders, backend: str, request: pytest.FixtureRequest
 ) -> AsyncIterator[httpx.AsyncClient]:
     config = tmp_path / "switchover.toml"
-    config.write_text(
-        CONFIG.format(
-            openai_url=fake.openai_url,
-            failures=FAILURES,
-            cooldown=COOLDOWN_S,
-            primary=PRIMARY,
-            backup=BACKUP,
-            redis_url=redis_url,
-        )
+    text = CONFIG.format(
+        openai_url=fake.openai_url,
+        failures=FAILURES,
+        cooldown=COOLDOWN_S,
+        primary=PRIMARY,
+        backup=BACKUP,
     )
+    if backend == "redis":
+        text += REDIS.format(redis_url=request.getfixturevalue("redis_url"))
+    config.write_text(text)
     port = free_port()
     log = (tmp_path / "gateway.log").open("w")
     serve = subprocess.Popen(
@@ -104,9 +113,13 @@ async def gateway(
 
 
 async def test_four_workers_open_probe_and_close_one_shared_breaker(
-    gateway: httpx.AsyncClient, fake: FakeProviders, tmp_path: Path
+    gateway: httpx.AsyncClient, fake: FakeProviders, tmp_path: Path, backend: str
 ):
-    await _primary_states(gateway)  # every worker is up
+    assert {doc["breaker_store"] for doc in (await _statuses(gateway)).values()} == {backend}
+    if backend == "sqlite":
+        said = (tmp_path / "gateway.log").read_text()
+        assert "breakers shared by this host's gateway processes through" in said
+        assert str(tmp_path / "data" / "state" / "breakers.sqlite") in said
 
     # The primary is down. One request at a time, so that each sees the failures before it.
     fake.script("primary", ["500"], cycle=True)
@@ -117,7 +130,7 @@ async def test_four_workers_open_probe_and_close_one_shared_breaker(
 
     # The cooldown is over and the primary is back, slowly: of a burst over every worker
     # exactly one request probes it; the rest go to the backup meanwhile.
-    await asyncio.sleep(COOLDOWN_S + 0.2)
+    await _probe_due(gateway)
     fake.script("primary", [])
     fake.latency("primary", fixed_ms=2000)
     served = await asyncio.gather(*(_ask(gateway) for _ in range(12)))
@@ -139,17 +152,34 @@ async def _ask(client: httpx.AsyncClient) -> str:
     return f"gpt/{answer.json()['model']}"
 
 
-async def _primary_states(client: httpx.AsyncClient) -> dict[int, str]:
-    """The primary's breaker status as each of the workers reports it (by pid)."""
-    seen: dict[int, str] = {}
-    deadline = time.monotonic() + 10
+async def _statuses(client: httpx.AsyncClient) -> dict[int, dict]:
+    """`/v1/status` of each of the workers (by pid), every one saying its breakers are shared."""
+    seen: dict[int, dict] = {}
+    deadline = time.monotonic() + 30
     while len(seen) < WORKERS:
         assert time.monotonic() < deadline, f"only workers {sorted(seen)} answered"
         docs = await asyncio.gather(*(client.get("/v1/status", headers=CLOSE) for _ in range(16)))
         for doc in (d.json() for d in docs):
             assert doc["breakers_shared"] is True
-            seen[doc["pid"]] = doc["breakers"].get(PRIMARY, {"status": "closed"})["status"]
+            seen[doc["pid"]] = doc
     return seen
+
+
+async def _primary_states(client: httpx.AsyncClient) -> dict[int, str]:
+    """The primary's breaker status as each of the workers reports it (by pid)."""
+    docs = await _statuses(client)
+    return {
+        pid: doc["breakers"].get(PRIMARY, {"status": "closed"})["status"]
+        for pid, doc in docs.items()
+    }
+
+
+async def _probe_due(client: httpx.AsyncClient) -> None:
+    """Until the primary's open time is up (its next request is the probe)."""
+    deadline = time.monotonic() + COOLDOWN_S + 30
+    while not (await client.get("/v1/status")).json()["breakers"][PRIMARY]["probe_due"]:
+        assert time.monotonic() < deadline, "the breaker's cooldown never ended"
+        await asyncio.sleep(0.05)
 
 
 async def _ready(client: httpx.AsyncClient) -> bool:

@@ -30,3 +30,15 @@ def texts(at: AppTest) -> str:
     for kind in ("error", "warning", "info", "success"):
         parts += [e.value for e in at.get(kind)]
     return "\n".join(parts)
+
+
+def open_with_choices(**chosen: str) -> AppTest:
+    """The landing page with the sidebar's choices (`window`, `timezone`) already made, as
+    they are kept across page changes: after a rerun AppTest no longer lists the sidebar's
+    widgets, so a test that needs two choices makes them before the first run."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in chosen.items():
+        at.session_state[f"chosen_{key}"] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
+from alerts.harness import PRIMARY
 
 from dashboard.definitions import define
+from engine.alerts.incidents import IncidentPolicy
 from engine.store.read import PublishedData
 
 from .conftest import OUTAGE
@@ -44,13 +46,15 @@ def test_the_outage_is_listed_with_its_impact_and_the_alerts_it_raised(app_env):
     _, attempts, start = app_env
     at = open_page("incidents")
     incidents = at.dataframe[0].value
-    assert list(incidents["subject"]) == ["claude"]
+    assert list(incidents["what"]) == [f"claude/{PRIMARY} failing (5xx, 529, timeouts)"]
     assert incidents["started_at"].iloc[0] == start + timedelta(minutes=OUTAGE[0])
     served = attempts[attempts["served"] & (attempts["outcome"] == "success")]
     by_backup = served[served["fallback_depth"] > 0]
     [incident] = PublishedData(app_env[0].published).query("incidents", since=start).itertuples()
-    assert abs(incident.ended_at - (start + timedelta(minutes=OUTAGE[1]))) <= timedelta(minutes=1)
-    lo, hi = incident.started_at, incident.ended_at
+    last_529 = attempts[attempts["http_status"] == 529]["started_at"].max()
+    assert abs(last_529 - (start + timedelta(minutes=OUTAGE[1]))) <= timedelta(minutes=1)
+    assert incident.ended_at == last_529 + IncidentPolicy().settle
+    lo, hi = incident.started_at, pd.Timestamp(incident.ended_at).ceil("min")
     first = attempts.groupby("request_id")["started_at"].min()
     in_window = set(first[(first >= lo) & (first < hi)].index)
     answered_by_backup = in_window & set(by_backup["request_id"])

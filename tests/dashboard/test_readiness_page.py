@@ -6,15 +6,25 @@ of Incidents & alerts."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
 import pytest
+from alerts.harness import PRIMARY, World, config
 
 from dashboard.definitions import define
-from dashboard.readiness import BELOW, MET, quality_by_target
+from dashboard.readiness import (
+    BELOW,
+    MET,
+    drill_why,
+    preflight_note,
+    quality_by_target,
+    waiting_text,
+)
+from engine.drills import start_drill
 from engine.paths import DataPaths
 from engine.store.db import open_store
 from engine.store.publish import publish
@@ -104,6 +114,63 @@ def test_the_latest_drill_report_is_shown_with_its_figures(app_env):
     assert f"A drill on **{GPT}** is running" in shown, "drill-3 has no report yet"
 
 
+def test_a_drill_that_aborted_itself_says_on_the_page_why_it_failed(tmp_path, monkeypatch):
+    """A forced drill through the real chain, recorder and scheduler: the backup's breaker is
+    open (its key failed), so the first request fails everywhere and the drill ends itself; the
+    page says so, never "failed" and "0 of 1" alone."""
+    start = (datetime.now(UTC) - timedelta(minutes=30)).replace(second=0, microsecond=0)
+    world = World(tmp_path, config([], rules=None), start=start)
+    try:
+        world.minutes(1)
+        world.transport.script(PRIMARY, ["529", "529"])  # one request fails on both targets,
+        world.transport.script("gpt-4.1-mini", ["401"])  # the backup on its key
+        world.minutes(1)
+        world.clock.run(start_drill(world.sw, "support", CLAUDE, timedelta(minutes=5),
+                                    by="ops@example.com", now=world.now, force=True))  # fmt: skip
+        world.minutes(2)
+        world.pipeline.publish(world.now)
+        [(request_id,)] = world.query("SELECT aborted_by_request FROM drills")
+    finally:
+        world.close()
+    monkeypatch.setenv("SWITCHOVER_DATA_DIR", str(world.paths.root))
+    at = open_page("readiness")
+    assert metric(at, "Verdict") == "failed"
+    assert metric(at, "Served by backups") == "0 of 1"
+    assert metric(at, "Failed requests") == "1"
+    [why] = [e.value for e in at.error]
+    assert why.startswith("**Why the drill failed**")
+    assert f"- aborted after request {request_id} failed: every provider unavailable" in why
+    assert "- 1 request failed with every provider unavailable: the drill caused it" in why
+    assert ("- started with --force although no other target was healthy: "
+            f"backup {GPT}: breaker open (account)") in why  # fmt: skip
+
+
+def test_a_failed_drill_reported_before_reasons_existed_gives_its_summary_as_the_reason():
+    old = next(d for d in DRILLS if d[0] == "drill-1")[7]
+    drill = pd.Series({"verdict": "failed", "summary": old["summary"], "report": json.dumps(old)})
+    assert drill_why(drill) == [old["summary"]]
+    assert drill_why(drill.copy().replace({"failed": "passed"})) == []
+
+
+def test_a_drill_that_ended_itself_says_why_while_its_report_is_due():
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    why = "aborted: request r1 failed with every provider unavailable"
+    [row] = pd.DataFrame([{"target": GPT, "ends_at": at + timedelta(minutes=5), "ended_at": at,
+                           "ended_reason": why, "requested_by": "ops"}]).itertuples()  # fmt: skip
+    assert waiting_text(row, lambda t: f"{t:%H:%M}") == (
+        f"A drill on **{GPT}** has ended (at 09:00, {why}, requested by ops): its report comes "
+        "once its attempts are in."
+    )
+
+
+def test_a_passed_drill_keeps_what_its_pre_flight_noted():
+    found = f"backup {GPT}: a provider fault (overloaded) 12 s ago"
+    report = {"verdict": "passed", "forced": False, "preflight": found, "why": []}
+    drill = pd.Series({"verdict": "passed", "summary": "ok", "report": json.dumps(report)})
+    assert drill_why(drill) == []
+    assert preflight_note(drill) == f"at its start the pre-flight found: {found}"
+
+
 def test_choosing_another_route_shows_its_run_and_its_missing_drill(app_env):
     at = open_page("readiness")
     at.selectbox(key="readiness_route").set_value("triage").run()
@@ -189,7 +256,10 @@ def test_without_any_data_the_page_says_how_to_send_traffic(tmp_path, monkeypatc
 
 def test_the_incidents_page_lists_the_drills_apart_from_the_incidents(app_env):
     at = open_page("incidents")
-    assert list(at.dataframe[0].value["subject"]) == ["claude"], "no drill became an incident"
+    incidents = at.dataframe[0].value
+    assert list(incidents["what"]) == ["claude/claude-sonnet-4-5 failing (5xx, 529, timeouts)"], (
+        "one incident, the outage: no drill became one"
+    )
     [drills] = [d.value for d in at.dataframe if "verdict" in d.value.columns]
     assert list(drills["target"]) == [d[2] for d in sorted(DRILLS, key=lambda d: -d[3])]
     assert list(drills["status"]) == ["running", "reported", "reported"]

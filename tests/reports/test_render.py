@@ -40,8 +40,9 @@ def paths(tmp_path_factory):
     try:
         con = world.pipeline.con
         con.execute(
-            "INSERT INTO drills VALUES ('d1', 'support', 'claude/claude-sonnet-4-5', $at, $end, "
-            "$end, 'ops', 'reported', $report)",
+            "INSERT INTO drills (drill_id, route, target, started_at, ends_at, ended_at, "
+            "requested_by, status, report) VALUES ('d1', 'support', 'claude/claude-sonnet-4-5', "
+            "$at, $end, $end, 'ops', 'reported', $report)",
             {"at": DRILL_AT, "end": DRILL_AT + timedelta(minutes=5), "report": json.dumps(DRILL)},
         )
         con.execute(
@@ -76,7 +77,8 @@ def test_switchover_report_writes_every_format_for_the_week(paths, tmp_path):
     assert availability["availability"].dtype == float, "numbers, not display text, in the CSV"
     assert str(availability["cost"].iloc[0]).replace(".", "").isdigit()
     incidents = pd.read_csv(folder / "csv" / "incidents.csv")
-    assert len(incidents) == 1 and incidents["what"].iloc[0] == "provider claude"
+    assert len(incidents) == 1
+    assert incidents["what"].iloc[0] == "claude/claude-sonnet-4-5 failing (5xx, 529, timeouts)"
     if Path(CHROMIUM).exists():
         assert (folder / f"reliability-{WEEK}.pdf").read_bytes().startswith(b"%PDF")
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from alerts.harness import PRIMARY, World, config
 
+from engine.alerts.families import describe
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.reports import render
@@ -492,7 +493,8 @@ def test_the_summary_mentions_the_weeks_spend_and_its_largest_incident(week):
     incidents = _overlapping(week.incidents)
     largest = incidents.sort_values("requests_affected", ascending=False).iloc[0]
     assert (
-        f"{len(incidents)} incident(s); the largest, {largest['subject']} from "
+        f"{len(incidents)} incident(s); the largest, "
+        f"{describe(largest['subject'], largest['family'])} from "
         f"{largest['started_at']:%a %H:%M} UTC, affected {largest['requests_affected']:,} "
         "requests"
     ) in text

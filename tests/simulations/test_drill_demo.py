@@ -64,7 +64,7 @@ def test_a_drill_on_the_demo_stack_reports_the_fallback_path_and_restores_the_ta
         since = datetime.now(UTC) - timedelta(hours=1)
         drills = published.query("drills", since=since)
         assert list(drills["verdict"]) == ["passed"]
-        assert published.query("incidents", since=since).query("subject == 'gpt'").empty
+        assert published.query("incidents", since=since).query(f"target == '{TARGET}'").empty
         assert not (data / "control" / "targets.json").read_text().count('"drill"')
     finally:
         stop.set()

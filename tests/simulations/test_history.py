@@ -37,7 +37,7 @@ def test_three_days_of_history_land_in_the_spool_with_their_incident(tmp_path):
     outage = next(i for i in PAST_INCIDENTS if i.day == 2)
     begins = (END - timedelta(days=3)).replace(hour=0) + timedelta(days=2, hours=outage.hour)
     assert any(
-        subject == "claude" and abs(start - begins) <= timedelta(minutes=2)
+        subject == f"claude/{outage.model}" and abs(start - begins) <= timedelta(minutes=2)
         and ended is not None and ended - start >= timedelta(minutes=outage.minutes - 2)
         for subject, start, ended in incidents
     ), incidents  # fmt: skip

@@ -1,6 +1,7 @@
-"""`switchover up --demo` as `make run` starts it: every process, real traffic through the
-gateway with the openai package, a fallback and an alert in the published data within 90 s,
-and nothing left running after Ctrl-C."""
+"""`switchover up --demo` as `make run` starts it: every process, the demo's traffic and ours
+through the gateway (ours with the openai package), a fallback and an alert in the published
+data within 90 s, a console that says each change once, and nothing left running after one
+Ctrl-C."""
 
 from __future__ import annotations
 
@@ -92,9 +93,10 @@ def test_up_demo_serves_falls_back_alerts_and_stops_with_no_process_left(tmp_pat
         gateway_routes = published.query("recent_attempts", since=since, limit=100_000)
         assert (gateway_routes["route"] == "support").any()
     finally:
-        up.send_signal(signal.SIGINT)  # Ctrl-C
+        up.send_signal(signal.SIGINT)  # Ctrl-C, once
         up.wait(timeout=90)
         reader.join(timeout=5)
+    assert up.returncode == 0 and "stopped\n" in lines
 
     pids = [int(line.split("pid ")[1].split(")")[0]) for line in lines if "(pid " in line]
     assert {"scheduler", "gateway", "dashboard"} <= {
@@ -107,3 +109,8 @@ def test_up_demo_serves_falls_back_alerts_and_stops_with_no_process_left(tmp_pat
             continue
         raise AssertionError(f"process {pid} is still running after Ctrl-C")
     assert "seeding 14 days of demo history" in "".join(lines)
+    # The console: the support primary's breaker said opened once, summaries of the last 10 s,
+    # and no request as a line of its own.
+    assert len([line for line in lines if "breaker claude/claude-sonnet-4-5 opened" in line]) == 1
+    assert any(" last 10 s: " in line for line in lines)
+    assert not [line for line in lines if "→" in line or "skipped" in line]

@@ -7,6 +7,7 @@ import shutil
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pandas as pd
 import pytest
 
 from engine.records import COLUMN_NAMES
@@ -155,3 +156,66 @@ def test_queries_leave_no_file_open(data):
 def test_the_reader_never_touches_the_database_file(data):
     databases = data._con.execute("SELECT database_name, path FROM duckdb_databases()").fetchall()
     assert all(path is None for _, path in databases)
+
+
+def live_attempts():
+    """Streamed answers with their first tokens, failures of three classes on two targets and
+    a request nothing could take (a skipped row), over two minutes from T0."""
+    s = timedelta(seconds=1)
+    gpt = {"target": "gpt/mini", "provider": "gpt", "model": "mini"}
+    return [
+        *(make_attempt(request_id=f"s{i}", started_at=T0 + i * s, streamed=True,
+                       ttft_ms=100.0 * (i + 1), latency_ms=1000.0 + 100 * i) for i in range(5)),
+        make_attempt(request_id="c1", route="classify", started_at=T0 + 10 * s, streamed=True,
+                     ttft_ms=50.0, **gpt),
+        make_attempt(request_id="e1", started_at=T0 + 20 * s, outcome="error", served=False,
+                     error_class="overloaded", fault_kind="provider", http_status=529),
+        make_attempt(request_id="e1", attempt_number=2, started_at=T0 + 21 * s, outcome="error",
+                     served=False, error_class="overloaded", fault_kind="provider",
+                     http_status=529),
+        make_attempt(request_id="e2", started_at=T0 + 70 * s, outcome="error", served=False,
+                     error_class="rate_limit", fault_kind="rate_limit", http_status=429, **gpt),
+        make_attempt(request_id="e3", started_at=T0 + 80 * s, outcome="error", served=False,
+                     error_class="read_timeout", fault_kind="ambiguous", http_status=None),
+        make_attempt(request_id="k1", started_at=T0 + 90 * s, outcome="skipped", served=False,
+                     decision="give_up", error_class="all_skipped", latency_ms=0.0),
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def live(store, spool, published):
+    write_spool(spool, "live", live_attempts())
+    ingest_spool(store, spool)
+    publish_recent_attempts(store, published, T0 + timedelta(hours=1))
+    reader = PublishedData(published)
+    yield reader
+    reader.close()
+
+
+def test_latency_leaves_out_the_requests_that_made_no_call(live):
+    [row] = live.query("latency_between", since=T0).itertuples()
+    assert row.attempts == 10, "eleven rows, one of them skipped"
+    minutes = live.query("latency_by_bucket", since=T0)
+    assert minutes["attempts"].tolist() == [8, 2]
+    assert minutes["bucket"].tolist() == [T0, T0 + timedelta(minutes=1)]
+    hours = live.query("latency_by_bucket", since=T0, width=timedelta(hours=1))
+    assert hours["attempts"].tolist() == [10]
+
+
+def test_time_to_first_token_is_of_streamed_answers_per_route(live):
+    frame = live.query("ttft_by_bucket", since=T0)
+    by_route = {r.route: (r.streams, r.p50_ms, r.p99_ms) for r in frame.itertuples()}
+    # support: 100, 200, 300, 400, 500 ms; p99 interpolated between the top two.
+    assert by_route == {"classify": (1, 50.0, 50.0), "support": (5, 300.0, 496.0)}
+
+
+def test_failures_are_counted_by_bucket_class_and_target(live):
+    minutes = live.query("failures_by_bucket", since=T0)
+    statuses = [None if pd.isna(s) else int(s) for s in minutes["http_status"]]
+    assert list(zip(minutes["error_class"], statuses, minutes["attempts"], strict=True)) == [
+        ("overloaded", 529, 2), ("rate_limit", 429, 1), ("read_timeout", None, 1),
+    ]  # fmt: skip
+    minute = timedelta(minutes=1)
+    assert minutes["bucket"].tolist() == [T0, T0 + minute, T0 + minute]
+    targets = live.query("failures_by_target", since=T0, until=T0 + timedelta(minutes=1))
+    assert list(zip(targets["target"], targets["attempts"], strict=True)) == [("claude/sonnet", 2)]

@@ -1,11 +1,15 @@
 """Readiness in the scheduler: eval runs and drill records taken in from the control folder
-(once, a broken file set aside), published, and a backup below its route's minimum alerted."""
+(once, a broken file set aside), published, and a backup below its route's minimum alerted; a
+drill's pre-flight and self-abort kept from its records into its report."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from engine.drills import Drill, write_drill
 from engine.evals.runner import EvalResult, EvalRun, write_run
 from engine.paths import DataPaths
 from engine.scheduler import Pipeline
@@ -70,3 +74,62 @@ def test_an_unreadable_inbox_file_is_set_aside_not_retried_forever(tmp_path):
     pipeline.close()
     assert (paths.evals_inbox / "broken.bad").exists()
     assert not (paths.evals_inbox / "broken.json").exists()
+
+
+def drill_row(pipeline: Pipeline, drill_id: str) -> dict:
+    cursor = pipeline.con.execute(
+        "SELECT forced, preflight, ended_reason, aborted_by_request, status, report FROM drills "
+        "WHERE drill_id = $id",
+        {"id": drill_id},
+    )
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchone(), strict=True))
+
+
+def test_a_drill_record_from_before_the_pre_flight_is_taken_in_and_reported(tmp_path):
+    paths = DataPaths(tmp_path)
+    paths.drills_inbox.mkdir(parents=True)
+    started = NOW - timedelta(minutes=10)
+    ends = started + timedelta(minutes=5)
+    old = {"drill_id": "old1", "route": "support", "target": PRIMARY, "requested_by": "ops",
+           "started_at": started.isoformat(), "ends_at": ends.isoformat(),
+           "ended_at": None}  # fmt: skip
+    (paths.drills_inbox / "old1.json").write_text(json.dumps(old))
+    pipeline = cycle(paths)
+    try:
+        row = drill_row(pipeline, "old1")
+    finally:
+        pipeline.close()
+    assert (row["forced"], row["preflight"], row["ended_reason"]) == (False, None, None)
+    report = json.loads(row["report"])
+    assert (row["status"], report["verdict"]) == ("reported", "no traffic")
+    assert (report["aborted"], report["why"]) == (False, [])
+
+
+def test_the_end_of_an_aborted_drill_keeps_what_its_start_recorded(tmp_path):
+    """The start and the end come as two records of one drill; the end, written by whichever
+    process aborted it, neither loses the pre-flight nor is lost itself."""
+    paths = DataPaths(tmp_path)
+    found = f"backup {BACKUP}: breaker open (account)"
+    begun = Drill("d1", "support", PRIMARY, NOW - timedelta(minutes=10),
+                  NOW + timedelta(minutes=20), "ops", forced=True, preflight=found)  # fmt: skip
+    write_drill(paths, begun)
+    pipeline = cycle(paths)
+    try:
+        assert drill_row(pipeline, "d1")["status"] == "running"
+        reason = "aborted: request r1 failed with every provider unavailable"
+        write_drill(paths, replace(begun, ended_at=NOW - timedelta(minutes=9), forced=False,
+                                   preflight=None, ended_reason=reason,
+                                   aborted_by_request="r1"))  # fmt: skip
+        pipeline.cycle()
+        row = drill_row(pipeline, "d1")
+    finally:
+        pipeline.close()
+    assert (row["forced"], row["preflight"]) == (True, found)
+    assert (row["ended_reason"], row["aborted_by_request"]) == (reason, "r1")
+    report = json.loads(row["report"])
+    assert (report["verdict"], report["aborted"], report["forced"]) == ("failed", True, True)
+    assert report["why"] == [
+        "aborted after request r1 failed: every provider unavailable",
+        f"started with --force although no other target was healthy: {found}",
+    ]
