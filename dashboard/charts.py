@@ -219,4 +219,7 @@ def _timeline_layout(fig: go.Figure, title: str, yaxis: str, t: Timeline) -> go.
                        showarrow=False, xanchor="right", yanchor="bottom",
                        font={"size": 10, "color": "#7f7f7f"})  # fmt: skip
     fig.update_xaxes(range=[t.local(t.start), t.local(t.end)])
-    return _layout(fig, title, yaxis).update_layout(xaxis_title=f"time ({t.tz.key})")
+    # A legend even for one series: "529" alone must still say what the bars count.
+    return _layout(fig, title, yaxis).update_layout(
+        xaxis_title=f"time ({t.tz.key})", showlegend=True
+    )

@@ -108,6 +108,27 @@ class View:
         """The time of day only ("12:05", "12:05:23"), for times of the last hours."""
         return pd.Timestamp(when).tz_convert(self.tz).strftime("%H:%M:%S" if seconds else "%H:%M")
 
+    def table(self, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+        """`columns` of `frame` as a person reads them in a table: times in the chosen zone to
+        the second ("2026-12-01 13:58:38"), whole numbers without ".0", and "—" wherever a
+        value is missing, never None, nan or <NA>. The zone is in the page's caption or the
+        column's name."""
+        shown = {}
+        for name in columns:
+            column = frame[name]
+            if pd.api.types.is_datetime64_any_dtype(column):
+                local = self.local(column).dt.strftime("%Y-%m-%d %H:%M:%S")
+                shown[name] = local.astype(object).where(column.notna(), "—")
+            elif pd.api.types.is_bool_dtype(column) or not column.isna().any():
+                shown[name] = column
+            elif pd.api.types.is_numeric_dtype(column):
+                known = column.dropna()
+                said = known.map("{:.0f}".format) if known.eq(known.round()).all() else known
+                shown[name] = said.astype(object).reindex(column.index, fill_value="—")
+            else:
+                shown[name] = column.astype(object).where(column.notna(), "—")
+        return pd.DataFrame(shown, index=frame.index)
+
 
 DEFAULTS = {"window": "1 h", "timezone": os.environ.get("SWITCHOVER_TIMEZONE", "UTC")}
 

@@ -52,13 +52,17 @@ def browser() -> Iterator[object]:
             chromium.close()
 
 
-def capture(chromium: object, url: str, page: str, out_dir: Path, wait_s: float = 20) -> Shot:
+def capture(
+    chromium: object, url: str, page: str, out_dir: Path, wait_s: float = 20, height: int = 1000
+) -> Shot:
     """Open `page` of the dashboard at `url`, wait until its charts have drawn their points
-    (or `wait_s` passed), and save a full-page screenshot under `out_dir`."""
+    (or `wait_s` passed), and save a full-page screenshot under `out_dir`. Streamlit scrolls
+    its main area inside the window, so what lies below `height` pixels is not in the picture:
+    a taller window shows the whole page."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     path, charts_expected = PAGES[page]
-    tab = chromium.new_page(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    tab = chromium.new_page(viewport={"width": 1400, "height": height})  # type: ignore[attr-defined]
     try:
         tab.goto(f"{url}/{path}", wait_until="networkidle")
         tab.wait_for_selector('[data-testid="stMain"] h1', timeout=wait_s * 1000)
@@ -83,10 +87,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m dashboard.screenshots", description=__doc__)
     parser.add_argument("url", help="the running dashboard, e.g. http://127.0.0.1:8501")
     parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--height", type=int, default=1000, help="the window's height, in px")
+    parser.add_argument("--page", choices=list(PAGES), action="append", help="only these pages")
     args = parser.parse_args()
     with browser() as chromium:
-        for page in PAGES:
-            shot = capture(chromium, args.url, page, args.out_dir)
+        for page in args.page or PAGES:
+            shot = capture(chromium, args.url, page, args.out_dir, height=args.height)
             print(f"{shot.path}: {len(shot.charts)} charts, {len(shot.exceptions)} exceptions")
 
 

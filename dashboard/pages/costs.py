@@ -27,11 +27,11 @@ cells = st.columns(5)
 cells[0].metric("Cost", data.usd(summary.cost, 4), help=define("cost"))
 per_answer = "—" if summary.per_answered is None else data.usd(summary.per_answered, 6)
 cells[1].metric("Cost per answered request", per_answer, help=define("answered"))
-cells[2].metric("Fallback premium", data.usd(summary.premium, 4), help=define("fallback premium"))
+cells[2].metric("Fallback premium", data.change(summary.premium), help=define("fallback premium"))
 cells[3].metric("Re-warm", data.usd(summary.rewarm, 4), help=define("re-warm cost"))
 cells[4].metric("Wasted spend", data.usd(summary.wasted, 4), help=define("wasted spend"))
 split = st.columns(5)
-split[2].metric("of which price difference", data.usd(summary.price_difference, 4),
+split[2].metric("of which price difference", data.change(summary.price_difference),
                 help=define("price difference"))  # fmt: skip
 split[3].metric("of which cache loss", data.usd(summary.cache_loss, 4), help=define("cache loss"))
 if summary.unpriced_models:

@@ -50,16 +50,16 @@ else:
     )  # fmt: skip
     st.plotly_chart(in_target_colours(timeline), width="stretch")
     shown = table.assign(
-        started_at=v.local(table["started_at"]),
         extra_cost=table["extra_cost_usd"].map(data.change),
         wasted=table["wasted_usd"].map(data.usd),
     )
     st.dataframe(
-        shown[["started_at", "duration", "what", "routes", "peak_fault_rate",
-               "requests_affected", "answered_by_fallback", "failed", "extra_cost", "wasted",
-               "top_error"]],
+        v.table(shown, ["started_at", "duration", "what", "routes", "peak_fault_rate",
+                        "requests_affected", "answered_by_fallback", "failed", "extra_cost",
+                        "wasted", "top_error"]),
         hide_index=True, width="stretch",
         column_config={
+            "started_at": st.column_config.TextColumn(f"started at ({v.tz.key})"),
             "peak_fault_rate": st.column_config.ProgressColumn("peak fault rate", format="percent"),
             "extra_cost": st.column_config.TextColumn("extra cost", help=define("extra cost")),
             "wasted": st.column_config.TextColumn("wasted", help=define("wasted")),
@@ -73,7 +73,7 @@ else:
     }
     chosen = st.selectbox("One incident", list(labels), format_func=labels.get, key="incident")
     incident = table[table["incident_id"] == chosen].iloc[0]
-    cells = st.columns(6)
+    cells = [*st.columns(3), *st.columns(3)]  # three a row: room for "saved $0.0168"
     cells[0].metric("Requests affected", f"{incident.requests_affected:,}",
                     help=define("requests affected"))  # fmt: skip
     cells[1].metric("Answered by fallback", f"{incident.answered_by_fallback:,}",
@@ -112,10 +112,10 @@ else:
     if not events.empty:
         st.markdown("**Breakers** of these targets in and around the incident")
         st.dataframe(
-            events.assign(occurred_at=v.local(events["occurred_at"]))[
-                ["occurred_at", "target", "from_status", "to_status", "reason", "host",
-                 "process_id"]],
+            v.table(events, ["occurred_at", "target", "from_status", "to_status", "reason",
+                             "host", "process_id"]),
             hide_index=True, width="stretch",
+            column_config={"occurred_at": f"occurred at ({v.tz.key})"},
         )  # fmt: skip
 
 st.subheader("Drills")
@@ -127,8 +127,7 @@ if drills.empty:
     st.caption("No drill in this period.")
 else:
     shown = drill_table(drills, v.now)
-    st.dataframe(shown.assign(started_at=v.local(shown["started_at"])), hide_index=True,
-                 width="stretch",
+    st.dataframe(v.table(shown, list(shown.columns)), hide_index=True, width="stretch",
                  column_config={"verdict": st.column_config.TextColumn(
                      help=define("drill verdict"))})  # fmt: skip
 
@@ -138,11 +137,11 @@ if alerts.empty:
     st.success("No alert fired in this period.")
 else:
     st.dataframe(
-        alerts.assign(fired_at=v.local(alerts["fired_at"]),
-                      resolved_at=v.local(alerts["resolved_at"]))[
-            ["state", "severity", "rule", "subject", "fired_at", "resolved_at", "summary",
-             "notified", "silenced"]],
+        v.table(alerts, ["state", "severity", "rule", "subject", "fired_at", "resolved_at",
+                         "summary", "notified", "silenced"]),
         hide_index=True, width="stretch",
+        column_config={"fired_at": f"fired at ({v.tz.key})",
+                       "resolved_at": f"resolved at ({v.tz.key})"},
     )  # fmt: skip
 
 deliveries = data.query("alert_notifications", since=since)
@@ -154,15 +153,16 @@ else:
     if len(failing):
         st.error(f"{len(failing)} notifications not delivered: see their last error below.")
     st.dataframe(
-        deliveries[["created_at", "event", "receiver", "status", "attempts", "last_http_status",
-                    "last_error", "alert_id"]],
+        v.table(deliveries, ["created_at", "event", "receiver", "status", "attempts",
+                             "last_http_status", "last_error", "alert_id"]),
         hide_index=True, width="stretch",
+        column_config={"created_at": f"created at ({v.tz.key})"},
     )  # fmt: skip
 
 st.subheader("Silences")
 active = data.query("alert_silences", since=v.now)
 if len(active):
-    st.dataframe(active[["rule", "subject", "starts_at", "ends_at", "reason"]],
+    st.dataframe(v.table(active, ["rule", "subject", "starts_at", "ends_at", "reason"]),
                  hide_index=True, width="stretch")  # fmt: skip
 with st.form("silence"):
     st.markdown("Silence a rule: it still fires and resolves here, but nobody is notified.")

@@ -20,7 +20,7 @@ from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, wind
 from engine.alerts.credentials import credential
 from engine.alerts.rules import Rule
 from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
-from engine.money import format_usd
+from engine.money import format_change, format_usd
 
 log = logging.getLogger("switchover.alerts")
 
@@ -43,6 +43,14 @@ def _route_filter(rule: Rule) -> tuple[str, dict[str, object]]:
 
 def _usd(value: Decimal | float | None) -> str:
     return format_usd(value, 4)
+
+
+def _fallback_spend(premium: Decimal | float | None, wasted: Decimal | float | None) -> str:
+    """What the fallbacks did to the bill, as a person reads it: "the fallbacks saved $0.0624"
+    (backups cheaper than the primary) or "cost $0.0624 more", then the wasted spend if any."""
+    change = format_change(premium)
+    said = "the fallbacks cost the same" if change == "no difference" else f"the fallbacks {change}"
+    return said + (f", wasted {_usd(wasted)}" if wasted else ", nothing wasted")
 
 
 _ROUTE_FIGURES = """
@@ -76,8 +84,8 @@ def _fallback_rate(rule: Rule, ctx: Context) -> list[Observation]:
         if rate > rule.threshold:
             summary = (
                 f"{route}: {rate:.1f} % of {requests} requests answered by a backup in the "
-                f"last {window_text(rule)} (threshold {rule.threshold:g} %); fallback premium "
-                f"{_usd(premium)}, wasted {_usd(wasted)}"
+                f"last {window_text(rule)} (threshold {rule.threshold:g} %); "
+                + _fallback_spend(premium, wasted)
             )
             fired.append(Observation(rule, route, rate, summary, premium + wasted))
     return fired

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -54,6 +55,25 @@ def test_fallback_rate_fires_above_its_threshold_with_enough_requests(con):
     rollup(con, _minute(0), route="support", target="gpt/x", requests=0, answered_by_fallback=2)
     [obs] = _fired(con, rule)
     assert obs.subject == "support" and obs.value == pytest.approx(14.0)
+
+
+@pytest.mark.parametrize(
+    ("premium", "wasted", "said"),
+    [
+        (Decimal("-0.0624"), Decimal(0), "the fallbacks saved $0.0624, nothing wasted"),
+        (Decimal("0.0168"), Decimal("0.0021"), "the fallbacks cost $0.0168 more, wasted $0.0021"),
+        (Decimal(0), Decimal(0), "the fallbacks cost the same, nothing wasted"),
+    ],
+)
+def test_a_fallback_rate_alert_says_what_the_fallbacks_saved_or_cost_more(
+    con, premium, wasted, said
+):
+    for ago in range(5):
+        rollup(con, _minute(ago), requests=10, answered_by_fallback=5,
+               fallback_premium_usd=premium / 5, wasted_usd=wasted / 5)  # fmt: skip
+    [obs] = _fired(con, _default("fallback-rate-5m"))
+    assert obs.summary.endswith(f"(threshold 10 %); {said}")
+    assert "-$" not in obs.summary and "$-" not in obs.summary
 
 
 def test_fallback_rate_stays_quiet_below_the_minimum_requests(con):

@@ -109,3 +109,27 @@ def test_neither_the_drills_breaker_nor_its_invalid_key_is_an_alert(drill_outage
     world, _, _ = drill_outage
     about_mini = world.query("SELECT rule FROM alerts WHERE subject LIKE $t || '%'", {"t": MINI})
     assert about_mini == []
+
+
+def test_a_failure_after_a_drill_ended_is_said_to_come_after_it_not_during(tmp_path):
+    """A one-minute drill of classify's primary passes (its backup answers); two minutes after
+    its end both targets answer 529: the all-unavailable alert names the drill that ran in its
+    window as "after drill", since nothing failed while it ran."""
+    routes = {"classify": [MINI, HAIKU]}
+    world = World(tmp_path, config([], None, routes=routes), routes=("classify",), per_minute=12)
+    try:
+        world.minutes(2)
+        started = world.clock.run(
+            start_drill(world.sw, "classify", MINI, timedelta(minutes=1), by="test", now=world.now)
+        )
+        world.minutes(3)
+        world.fails("gpt-4.1-mini", "overloaded", minutes=2)
+        world.fails("claude-haiku-4-5", "overloaded", minutes=2)
+        world.minutes(2)
+        [(summary,)] = world.query(
+            "SELECT summary FROM alerts WHERE rule = 'all-unavailable' AND subject = 'classify'"
+        )
+    finally:
+        world.close()
+    assert f"; after drill {started.drill_id} ({MINI} held down on route classify" in summary
+    assert "during drill" not in summary

@@ -368,6 +368,13 @@ def test_a_lines_segment_into_the_minute_still_counting_is_lighter_and_money_rea
     assert fig.layout.xaxis.title.text == "time (UTC)"
 
 
+def test_a_timeline_of_one_failure_class_still_has_a_legend_naming_it():
+    frame = pd.DataFrame({"bucket": _buckets(1, 1), "attempts": [7, 2], "failure": "529"})
+    fig = charts.timeline_bars(frame, "attempts", "failure", charts.FAILURE_COLOURS,
+                               "Failed attempts by class", "attempts", _timeline())  # fmt: skip
+    assert fig.layout.showlegend is True and [trace.name for trace in fig.data] == ["529"]
+
+
 def test_incidents_and_drills_are_shaded_and_alerts_drawn_where_they_fired_and_resolved():
     now = pd.Timestamp(NOW)
     markers = pd.DataFrame([

@@ -13,6 +13,7 @@ from dashboard.charts import FAILED, colour_of
 from engine.store.read import PublishedData
 
 from .pages import open_page, texts
+from .test_live_page import UNREADABLE
 
 SONNET, HAIKU = f"claude/{PRIMARY}", "claude/claude-haiku-4-5"
 MINI, GPT41 = "gpt/gpt-4.1-mini", "gpt/gpt-4.1"
@@ -108,3 +109,14 @@ def test_every_target_has_its_one_colour_in_every_incident(page):
     expected = {name: {FAILED if name == "failed" else colour_of(name)} for name in seen}
     assert seen == expected
     assert {SONNET, HAIKU, MINI, GPT41} <= set(seen)
+
+
+def test_no_cell_of_any_table_or_figure_reads_none_nan_or_na(page):
+    """Breaker events without a reason, alerts not yet resolved: "—", never None."""
+    at, incidents = page
+    for target in (SONNET, HAIKU):
+        at = _choose(at, target, incidents)
+        tables = [d.value.to_string() for d in at.dataframe]
+        metrics = [f"{m.label} {m.value}" for m in at.metric]
+        assert UNREADABLE.findall("\n".join([texts(at), *metrics, *tables])) == []
+        assert any("—" in table for table in tables), "the missing values are said as —"

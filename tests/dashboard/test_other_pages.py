@@ -30,6 +30,7 @@ def test_costs_add_up_to_the_attempts_costs(app_env):
     failed = hour[hour["outcome"] != "success"]
     wasted = sum((Decimal(c) for c in failed["cost_usd"].dropna()), Decimal(0))
     assert metric(at, "Wasted spend") == f"${float(wasted):,.4f}"
+    assert metric(at, "Fallback premium").startswith(("saved $", "cost $", "no difference"))
     assert len(at.get("plotly_chart")) == 2
 
 
@@ -47,7 +48,8 @@ def test_the_outage_is_listed_with_its_impact_and_the_alerts_it_raised(app_env):
     at = open_page("incidents")
     incidents = at.dataframe[0].value
     assert list(incidents["what"]) == [f"claude/{PRIMARY} failing (5xx, 529, timeouts)"]
-    assert incidents["started_at"].iloc[0] == start + timedelta(minutes=OUTAGE[0])
+    began = start + timedelta(minutes=OUTAGE[0])
+    assert incidents["started_at"].iloc[0] == f"{began:%Y-%m-%d %H:%M:%S}", "UTC, to the second"
     served = attempts[attempts["served"] & (attempts["outcome"] == "success")]
     by_backup = served[served["fallback_depth"] > 0]
     [incident] = PublishedData(app_env[0].published).query("incidents", since=start).itertuples()
