@@ -128,7 +128,8 @@ if drills.empty:
 else:
     shown = drill_table(drills, v.now)
     st.dataframe(v.table(shown, list(shown.columns)), hide_index=True, width="stretch",
-                 column_config={"verdict": st.column_config.TextColumn(
+                 column_config={"started_at": f"started at ({v.tz.key})",
+                                "verdict": st.column_config.TextColumn(
                      help=define("drill verdict"))})  # fmt: skip
 
 st.subheader("Alerts")

@@ -50,7 +50,8 @@ def _fallback_spend(premium: Decimal | float | None, wasted: Decimal | float | N
     (backups cheaper than the primary) or "cost $0.0624 more", then the wasted spend if any."""
     change = format_change(premium)
     said = "the fallbacks cost the same" if change == "no difference" else f"the fallbacks {change}"
-    return said + (f", wasted {_usd(wasted)}" if wasted else ", nothing wasted")
+    nothing = _usd(wasted) == _usd(0)  # less than $0.00005 reads as nothing, not "$0.0000"
+    return said + (", nothing wasted" if nothing else f", wasted {_usd(wasted)}")
 
 
 _ROUTE_FIGURES = """

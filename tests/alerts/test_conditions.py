@@ -63,6 +63,7 @@ def test_fallback_rate_fires_above_its_threshold_with_enough_requests(con):
         (Decimal("-0.0624"), Decimal(0), "the fallbacks saved $0.0624, nothing wasted"),
         (Decimal("0.0168"), Decimal("0.0021"), "the fallbacks cost $0.0168 more, wasted $0.0021"),
         (Decimal(0), Decimal(0), "the fallbacks cost the same, nothing wasted"),
+        (Decimal("0.003"), Decimal("0.00001"), "the fallbacks cost $0.0030 more, nothing wasted"),
     ],
 )
 def test_a_fallback_rate_alert_says_what_the_fallbacks_saved_or_cost_more(
