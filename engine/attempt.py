@@ -24,7 +24,7 @@ from engine.breaker import BreakerStore, Released, Success, event_for
 from engine.clock import Clock
 from engine.contracts import OutputContract
 from engine.errors import AmbiguousFault, AttemptError, DrillFault, LocalFault, QualityFault
-from engine.policy import Policy
+from engine.policy import Policy, too_little
 from engine.quality import judge
 from engine.scrub import Scrubber
 from engine.types import (
@@ -50,6 +50,9 @@ class _InFlight:
     started: float
     started_wall: datetime
     ended: float | None = None  # set when the failure is reported, before the breaker I/O
+    # A continuation (engine.continuation): the attempt it picks up from, and the characters
+    # of the answer the caller held when it began.
+    continues: tuple[int, int] | None = None
 
 
 @dataclass
@@ -75,6 +78,8 @@ class RequestRun(StreamingAttempts):
     drills: dict[str, datetime] = field(default_factory=dict)  # target → drill end (wall)
     # Error texts are scrubbed of keys and quoted request text before anything keeps them.
     scrub: Scrubber = field(default_factory=Scrubber)
+    # When the first attempt began: the origin of the primary's share (`reserve_line`).
+    first_call: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.deadline = self.clock.now() + self.policy.budget_s
@@ -85,21 +90,66 @@ class RequestRun(StreamingAttempts):
     def remaining(self) -> float:
         return self.deadline - self.clock.now()
 
-    def _begin(self, target: Target, depth: int, breaker_state: str) -> _InFlight:
-        self.current = _InFlight(target, depth, breaker_state, self.now(), self.clock.wall())
+    def _begin(
+        self,
+        target: Target,
+        depth: int,
+        breaker_state: str,
+        continues: tuple[int, int] | None = None,
+    ) -> _InFlight:
+        self.current = _InFlight(
+            target, depth, breaker_state, self.now(), self.clock.wall(), continues=continues
+        )
+        if self.first_call is None:
+            self.first_call = self.current.started
         return self.current
 
-    # --- attempts ------------------------------------------------------------------------
+    # --- the budget: how long each attempt may take -----------------------------------------
+    #
+    # While backups remain, attempts end at the reserve line, `backup_reserve_share` of the
+    # budget before the deadline, so that a provider that hangs leaves its backups that share.
+    # The primary's retries must fit before the line too (`retry_fits`): a retry never gets
+    # the backups' time. Every attempt's end is fixed by when it began, so the limit a stream
+    # re-arms before each event never moves later.
+
+    def reserve_line(self) -> float:
+        """The instant attempts with backups left must end by. The primary's share is counted
+        from its first call, so that what the chain did before it (ordering the targets, asking
+        the breaker) is not taken from the primary's wait: with the defaults a first token
+        gets exactly 20 s. At most `min_attempt_budget_s` of that comes out of the reserve."""
+        arrived = self.deadline - self.policy.budget_s
+        first = arrived if self.first_call is None else self.first_call
+        setup = min(first - arrived, self.policy.min_attempt_budget_s)
+        return self.deadline - self.policy.backup_reserve_share * self.policy.budget_s + setup
+
+    def attempt_end(self, started: float, depth: int, backups_left: bool) -> float:
+        """When an attempt that began at `started` on the target at `depth` must end."""
+        policy = self.policy
+        reserve = policy.backup_reserve_share * policy.budget_s
+        if not backups_left or policy.budget_s - reserve < policy.min_attempt_budget_s:
+            return self.deadline  # the last target, or a budget too small to keep a reserve
+        line = self.reserve_line()
+        if depth == 0 or line - started >= policy.min_attempt_budget_s:
+            return line
+        # A backup past the line with backups after it (the primary and this one's
+        # predecessors used their shares): it leaves the same share of what remains to them.
+        share_end = started + (1 - policy.backup_reserve_share) * (self.deadline - started)
+        return share_end if share_end - started >= policy.min_attempt_budget_s else self.deadline
 
     def usable(self, backups_left: bool) -> float:
-        """What one attempt may spend of the remaining budget: all of it on the last target;
-        otherwise all but `backup_reserve_share` of the budget, so that a provider that hangs
-        cannot leave its backups no time (unless that would leave the attempt too little)."""
-        remaining = self.remaining()
-        if not backups_left:
-            return remaining
-        capped = remaining - self.policy.backup_reserve_share * self.policy.budget_s
-        return capped if capped >= self.policy.min_attempt_budget_s else remaining
+        """What the attempt under way may still spend: until its end (`attempt_end`)."""
+        flight = self.current
+        started, depth = (flight.started, flight.depth) if flight else (self.now(), 0)
+        return self.attempt_end(started, depth, backups_left) - self.now()
+
+    def retry_fits(self, at: float, *, backups_left: bool) -> bool:
+        """Whether a retry of the primary beginning at `at` would have at least
+        `min_attempt_budget_s` before its end: before the reserve line while backups remain,
+        before the deadline on the last target. The chain asks when it decides, and again when
+        the retry is due to begin, so that the decision it records is the one taken."""
+        return not too_little(self.attempt_end(at, 0, backups_left) - at, self.policy)
+
+    # --- attempts ------------------------------------------------------------------------
 
     async def attempt_complete(
         self, target: Target, depth: int, breaker_state: str, *, backups_left: bool = False
@@ -201,9 +251,10 @@ class RequestRun(StreamingAttempts):
         ttft_ms: float | None = None,
         usage: Usage | None = None,
         served: bool = False,
+        tokens_estimated: bool = False,
     ) -> None:
         """Record the attempt under way as failed (the breaker was told by `report`), with
-        the decision the chain took."""
+        the decision the chain took. `tokens_estimated`: `usage` is partly an estimate."""
         flight = self._take()
         # In place: the chain's log line, the caller's exception and the record all read it.
         error.message = self.scrub.error_text(error.message, self.request)
@@ -223,7 +274,7 @@ class RequestRun(StreamingAttempts):
             ttft_ms=ttft_ms,
             error=error,
             provider_request_id=error.provider_request_id,
-            tokens_estimated=estimated,
+            tokens_estimated=estimated or tokens_estimated,
             quality_error=error.message if quality else None,
         )
 
@@ -297,7 +348,9 @@ class RequestRun(StreamingAttempts):
             decision=decision,
             error_class=error.error_class if error else (skipped[0] if skipped else None),
             fault_kind=error.fault_kind if error else None,
-            http_status=error.status if error else None,
+            # Every answer the providers give arrives as a 200; a failure carries the status
+            # it came with, or none when no status line arrived (a reset, a timeout).
+            http_status=error.status if error else (200 if outcome == "success" else None),
             error_type=error.error_type if error else None,
             error_code=error.error_code if error else None,
             error_message=error.message if error else (skipped[1] if skipped else None),
@@ -316,6 +369,8 @@ class RequestRun(StreamingAttempts):
             prompt_version=target.prompt.label if target.prompt is not None else None,
             quality_error=quality_error,
             unreadable_events=unreadable_events,
+            continues_attempt=flight.continues[0] if flight.continues else None,
+            continued_chars=flight.continues[1] if flight.continues else None,
         )
         if outcome != "skipped":  # the caller's list holds the calls made, the record all
             self.attempts.append(attempt)

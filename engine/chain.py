@@ -13,6 +13,7 @@ so tests and the simulator run this very code on virtual time.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import random
@@ -31,6 +32,8 @@ from engine.breaker import (
     MemoryBreakerStore,
 )
 from engine.clock import Clock, SystemClock
+from engine.context_windows import CONTEXT_OVERFLOW, larger_window_ahead, too_narrow, window_of
+from engine.continuation import continued_stream
 from engine.contracts import OutputContract
 from engine.errors import (
     AccountFault,
@@ -43,7 +46,7 @@ from engine.errors import (
     RequestFault,
 )
 from engine.pii import PiiPolicy, mask_request, restore_response
-from engine.policy import Policy, backoff_s
+from engine.policy import Policy, backoff_s, too_little
 from engine.prompts import TargetPrompt
 from engine.providers.base import Provider
 from engine.scrub import Scrubber
@@ -84,11 +87,20 @@ class Target:
     model: str
     key_kind: KeyKind = "managed"
     prompt: TargetPrompt | None = None  # this target's own system prompt, recorded by version
+    # Tokens the model takes in, from the configuration; None: genai-prices' figure, if any
+    # (engine.context_windows), looked up under `price_provider` (None: the provider's kind).
+    context_window: int | None = None
+    price_provider: str | None = None
+    # Continues a final assistant message (engine.continuation); None: by the provider's kind.
+    prefill: bool | None = None
 
     @property
     def name(self) -> str:
         return f"{self.provider.name}/{self.model}"
 
+
+# A context overflow passed to a later target with a larger window (catalogue row 2).
+FALL_BACK_LARGER_CONTEXT = "fall_back_larger_context"
 
 _SKIP_REASONS = {
     Admission.REJECT_OPEN: "breaker open",
@@ -115,6 +127,7 @@ class Chain:
         fall_back_on_quality: bool = False,
         model_from_caller: bool = False,
         scrub: Scrubber | None = None,
+        continue_streams: bool = False,
     ) -> None:
         """`order`: arranges the targets per request (adaptive order, operator switches);
         None keeps them as given. `pii`: mask personal data before any target sees it.
@@ -122,7 +135,9 @@ class Chain:
         schema) is recorded as a quality error, and with `fall_back_on_quality` retried once
         and then passed to the next target. `model_from_caller`: the caller named this model,
         the configuration did not (a direct target), so a provider's "no such model" is the
-        caller's mistake (fail fast), not a broken account to alert on."""
+        caller's mistake (fail fast), not a broken account to alert on. `continue_streams`: a
+        stream that fails after its first content is finished by a later target that can
+        continue it (`on_stream_failure = "continue"`, engine.continuation)."""
         if not targets:
             raise ValueError(f"route {route!r} needs at least one target")
         self.route = route
@@ -139,6 +154,7 @@ class Chain:
         self.fall_back_on_quality = fall_back_on_quality
         self.model_from_caller = model_from_caller
         self.scrub = scrub or Scrubber()  # the providers' keys, to keep out of error texts
+        self.continue_streams = continue_streams
 
     async def complete(
         self,
@@ -232,26 +248,27 @@ class Chain:
         if self.order is not None:
             targets = tuple(await self.order.arrange(self.route, self.targets))
             run.drills = dict(await self.order.drills(self.route))
+        overflowed: int | None = None  # a context window the request is known to overflow
         for depth, target in enumerate(targets):
+            narrow = too_narrow(target, overflowed) if overflowed is not None else None
+            if narrow is not None:
+                run.skipped.append((target.name, narrow))
+                continue
+            if too_little(run.remaining(), policy):
+                run.skipped.append((target.name, "time budget too small"))
+                run.deadline_hit = True
+                continue
+            admission, breaker_state = await self._admit(target, run)
+            if admission in _SKIP_REASONS:
+                run.skipped.append((target.name, _SKIP_REASONS[admission]))
+                continue
             tries = 1 + (policy.primary_retries if depth == 0 else 0)
-            done = 0
-            while done < tries:
-                if self._too_little(run.remaining()):
-                    run.skipped.append((target.name, "time budget too small"))
-                    run.deadline_hit = True
-                    break
-                admission, breaker_state = await self.breakers.admit(target.name, run.now())
-                if admission is Admission.REJECT_OPEN and target.name not in run.drills:
-                    admission, breaker_state = await self._after_drill(target, admission, run)
-                if admission in _SKIP_REASONS:
-                    run.skipped.append((target.name, _SKIP_REASONS[admission]))
-                    break
-                done += 1
+            for done in range(1, tries + 1):
                 try:
                     backups_left = depth < len(targets) - 1
                     if streaming:
-                        events = run.attempt_stream(
-                            target, depth, breaker_state, backups_left=backups_left
+                        events = self._stream_attempt(
+                            run, targets, depth, breaker_state, backups_left=backups_left
                         )
                         if restore is not None:
                             events = restore_events(events, restore)
@@ -265,25 +282,14 @@ class Chain:
                     yield response if restore is None else restore_response(response, restore)
                     return
                 except AttemptError as caught:
-                    error = self._callers_mistake(caught)
-                    await run.report(error)
-                    # A failure that opened the breaker (or failed its probe) ends this target:
-                    # no backoff is slept for a retry the breaker would refuse.
-                    opened = (await self.breakers.snapshot(target.name)).status == "open"
-                    wait, decision = self._next_step(
-                        run,
-                        error,
-                        retries_left=0 if opened else tries - done,
-                        last=depth == len(targets) - 1,
+                    retry_state, decision = await self._failed(
+                        run, caught, target, targets[depth + 1 :], retries_left=tries - done
                     )
-                    run.failed(error, decision)
-                    if isinstance(error, RequestFault | LocalFault):
-                        raise RequestFailed(error, tuple(run.attempts)) from error
-                    if isinstance(error, AccountFault) and not isinstance(error, DrillFault):
-                        await self._emit(target, error)
-                    if wait is None:
+                    if decision == FALL_BACK_LARGER_CONTEXT:
+                        overflowed = window_of(target)
+                    if retry_state is None:
                         break
-                    await self.clock.sleep(wait)
+                    breaker_state = retry_state
         if not run.attempts:
             state = (await self.breakers.snapshot(targets[0].name)).status
             run.unsent(targets[0], state)
@@ -298,6 +304,26 @@ class Chain:
                                         "all_unavailable", str(failure), self.clock.wall(),
                                         run.request_id, tuple(causes)))  # fmt: skip
         raise failure
+
+    def _stream_attempt(
+        self,
+        run: RequestRun,
+        targets: Sequence[Target],
+        depth: int,
+        breaker_state: str,
+        *,
+        backups_left: bool,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed attempt on `targets[depth]`; on a route that continues failed streams,
+        with the continuation on later targets should it fail after its first content."""
+        if not self.continue_streams:
+            return run.attempt_stream(
+                targets[depth], depth, breaker_state, backups_left=backups_left
+            )
+        return continued_stream(
+            run, targets, depth, breaker_state,
+            backups_left=backups_left, admit=self._admit, alert=self._emit,
+        )  # fmt: skip
 
     def _callers_mistake(self, error: AttemptError) -> AttemptError:
         """On a direct target, the provider's 404 for the model is the caller's error."""
@@ -324,13 +350,63 @@ class Chain:
         await self.breakers.record(target.name, DrillOver(), run.now())
         return await self.breakers.admit(target.name, run.now())
 
+    async def _failed(
+        self,
+        run: RequestRun,
+        caught: AttemptError,
+        target: Target,
+        later: Sequence[Target],
+        *,
+        retries_left: int,
+    ) -> tuple[str | None, str]:
+        """Decide what follows a failed attempt, wait for a retry, record the attempt with the
+        decision taken, and raise when the request fails fast. Returns the breaker state the
+        retry begins with (None: move on to `later`) and the decision."""
+        error = self._callers_mistake(caught)
+        await run.report(error)
+        # A failure that opened the breaker (or failed its probe) ends this target: no backoff
+        # is slept for a retry the breaker would refuse.
+        if (await self.breakers.snapshot(target.name)).status == "open":
+            retries_left = 0
+        wait, decision = self._next_step(
+            run, error, retries_left=retries_left, target=target, later=later
+        )
+        retry_state = None
+        if wait is not None:  # recorded once the retry is sure to begin
+            retry_state = await self._retry_admitted(run, target, error, wait, last=not later)
+            if retry_state is None:
+                decision = _move_on(last=not later)
+        run.failed(error, decision)
+        if decision == "fail_fast":
+            raise RequestFailed(error, tuple(run.attempts)) from error
+        if isinstance(error, AccountFault) and not isinstance(error, DrillFault):
+            await self._emit(target, error)
+        return retry_state, decision
+
+    async def _admit(self, target: Target, run: RequestRun) -> tuple[Admission, str]:
+        admission, breaker_state = await self.breakers.admit(target.name, run.now())
+        if admission is Admission.REJECT_OPEN and target.name not in run.drills:
+            admission, breaker_state = await self._after_drill(target, admission, run)
+        return admission, breaker_state
+
     def _next_step(
-        self, run: RequestRun, error: AttemptError, *, retries_left: int, last: bool
+        self,
+        run: RequestRun,
+        error: AttemptError,
+        *,
+        retries_left: int,
+        target: Target,
+        later: Sequence[Target],
     ) -> tuple[float | None, str]:
         """What follows a failed attempt: the seconds to wait before retrying the same target
         (None: move on) and the decision's name, recorded on the attempt."""
-        move_on = "give_up" if last else "fall_back"
+        last = not later
+        move_on = _move_on(last=last)
         if isinstance(error, RequestFault | LocalFault):
+            # The request's fault fails everywhere, except a context overflow on a target
+            # with a larger window (catalogue row 2); targets no larger are skipped.
+            if error.error_class == CONTEXT_OVERFLOW and larger_window_ahead(target, later):
+                return None, FALL_BACK_LARGER_CONTEXT
             return None, "fail_fast"
         if isinstance(error, AccountFault):
             return None, "give_up" if last else "fall_back_now"
@@ -347,16 +423,30 @@ class Chain:
             overloaded = error.error_class == "overloaded"
             wait = backoff_s(self.policy, retry_number=1, rng=self.rng, overloaded=overloaded)
             decision = "retry"
-        # Never sleep past the deadline, and leave the retry enough time to be worth it: the
-        # very test the loop makes when the retry begins (deadline − start < minimum), so that
-        # float rounding cannot decide "retry" here and "too late" there.
-        if self._too_little(run.deadline - (run.now() + wait)):
+        # Never sleep past the deadline, and while backups remain never into their reserve: a
+        # retry that would not have its minimum there is a fallback now (a timeout that used
+        # the primary's share, say).
+        if not run.retry_fits(run.now() + wait, backups_left=not last):
             return None, move_on
         return wait, decision
 
-    def _too_little(self, remaining: float) -> bool:
-        """Whether `remaining` seconds are too few to begin an attempt."""
-        return remaining <= 0 or remaining < self.policy.min_attempt_budget_s
+    async def _retry_admitted(
+        self, run: RequestRun, target: Target, error: AttemptError, wait: float, *, last: bool
+    ) -> str | None:
+        """Sleep the backoff, then let the retry decided on begin: the breaker state it begins
+        with, or None when it cannot after all (a real clock slept past the line, another
+        request opened the breaker meanwhile). The failed attempt is recorded after this, so
+        that it names the decision taken, never a retry that did not run."""
+        try:
+            await self.clock.sleep(wait)
+        except BaseException as exc:  # the caller went away during the backoff
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            run.failed(error, "cancelled" if cancelled else _move_on(last=last))
+            raise
+        if not run.retry_fits(run.now(), backups_left=not last):
+            return None
+        admission, breaker_state = await self._admit(target, run)
+        return None if admission in _SKIP_REASONS else breaker_state
 
     async def _emit(self, target: Target, error: AttemptError) -> None:
         event = ChainEvent(
@@ -384,3 +474,8 @@ class Chain:
                     await done
             except Exception:
                 log.exception("event hook %r failed; the request goes on", hook)
+
+
+def _move_on(*, last: bool) -> str:
+    """The decision recorded when the chain leaves a target for the next, or the last."""
+    return "give_up" if last else "fall_back"

@@ -122,22 +122,26 @@ def error_from_object(
     return _decide(status, error, headers, now)
 
 
-def classify_exception(exc: BaseException, *, sent: bool) -> AttemptError:
-    """A transport failure. `sent` is False when the request cannot have reached the provider."""
+def classify_exception(
+    exc: BaseException, *, sent: bool, status: int | None = None
+) -> AttemptError:
+    """A transport failure. `sent` is False when the request cannot have reached the provider;
+    `status` is the response's, when its status line arrived before the failure (a read
+    timeout mid-body), else None: no number is recorded for an answer that never came."""
     message = f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT]
     if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError | httpx.UnsupportedProtocol):
         return ProviderFault("connect", message, sent=False)
     if isinstance(exc, httpx.PoolTimeout):
         return ProviderFault("pool_timeout", message, sent=False)
     if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout | TimeoutError):
-        return AmbiguousFault("read_timeout", message, sent=sent)
+        return AmbiguousFault("read_timeout", message, sent=sent, status=status)
     if isinstance(exc, httpx.DecodingError):
-        return AmbiguousFault("truncated", message, sent=sent)
+        return AmbiguousFault("truncated", message, sent=sent, status=status)
     if isinstance(exc, httpx.TransportError):
         if not sent:
             return ProviderFault("connect", message, sent=False)
-        return AmbiguousFault("reset", message)
-    return ProviderFault("internal", message, sent=sent)
+        return AmbiguousFault("reset", message, status=status)
+    return ProviderFault("internal", message, sent=sent, status=status)
 
 
 def protocol_fault(
@@ -153,9 +157,11 @@ def protocol_fault(
     )
 
 
-def stream_fault(kind: str, message: str) -> AttemptError:
-    """A stream that broke without an error event: stream_cut or stream_stalled."""
-    return ProviderFault(kind, message[:_MESSAGE_LIMIT], status=200)
+def stream_fault(kind: str, message: str, *, status: int | None) -> AttemptError:
+    """A stream that broke without an error event: stream_cut or stream_stalled. `status` is
+    the response's, or None when no status line arrived (a stream that stalled before its
+    headers)."""
+    return ProviderFault(kind, message[:_MESSAGE_LIMIT], status=status)
 
 
 def provider_request_id(headers: Mapping[str, str]) -> str | None:

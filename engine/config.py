@@ -71,6 +71,7 @@ _PROVIDER_KEYS = (
     "default_max_tokens",
     "connect_timeout_s",
     "price_provider",
+    "supports_prefill",
 )
 _PRICE_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "source")
 _STATE_KEYS = ("redis_url", "postgres_url")
@@ -100,6 +101,9 @@ class ProviderConfig:
     # The genai-prices provider whose prices this server charges, when not its kind's: an
     # OpenAI-compatible server may be "groq", "together", "deepseek", "openrouter"...
     price_provider: str | None = None
+    # Whether the server continues a final assistant message (assistant prefill), which a
+    # route's `on_stream_failure = "continue"` needs; None: by kind (anthropic yes, openai no).
+    supports_prefill: bool | None = None
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key from the environment; ConfigError when the named variable is unset."""
@@ -342,6 +346,9 @@ def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
             f"{GENAI_PRICES_SOURCE} has no provider {price_provider!r} "
             "(its ids are like groq, together, deepseek, openrouter)",
         )
+    supports_prefill = table.get("supports_prefill")
+    if supports_prefill is not None and not isinstance(supports_prefill, bool):
+        raise fail(f"{where}.supports_prefill", f"must be true or false (got {supports_prefill!r})")
     return ProviderConfig(
         name,
         kind,
@@ -352,6 +359,7 @@ def _provider(name: str, table: Any, fail: Any) -> ProviderConfig:
         max_tokens,
         float(connect_timeout_s),
         price_provider,
+        supports_prefill,
     )
 
 

@@ -25,11 +25,16 @@ from engine.prompts import SYSTEM_SLOT, TargetPrompt
 Fail = Any  # (key, problem) -> ConfigError, naming the file
 
 _PROMPT_KEYS = ("version", "system", "template")
+# A target given as a table: `{ target = "provider/model", prompt = "NAME", context_window = N }`.
+_TARGET_KEYS = ("target", "prompt", "context_window")
 # A route's keys beyond its targets and policy overrides (engine.chain applies them).
 _ROUTE_OPTION_KEYS = (
     "adaptive_order", "own_keys_first", "pii", "pii_restore", "output_schema", "on_quality_error",
+    "on_stream_failure",
 )  # fmt: skip
 QUALITY_MODES = ("record", "fall_back")
+# A committed stream that fails: the caller's in-band error, or a continuation elsewhere.
+STREAM_FAILURE_MODES = ("error", "continue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,9 @@ class TargetConfig:
     # The target's own prompt ([prompts.NAME]); not part of its identity: a breaker, a price
     # and a backup candidate are the same whatever the prompt.
     prompt: TargetPrompt | None = field(default=None, compare=False)
+    # Tokens the model takes in, as the operator says; None: genai-prices' figure, if any.
+    # It decides where a context overflow may fall back (engine.context_windows).
+    context_window: int | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -54,6 +62,7 @@ class RouteOptions:
     pii: PiiPolicy | None = None  # mask personal data before any target sees it
     contract: OutputContract | None = None  # the JSON Schema answers must meet
     on_quality_error: str = "record"  # or "fall_back": retry once, then the next target
+    on_stream_failure: str = "error"  # or "continue": finish it on a later target
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +151,16 @@ def _route(name: str, table: Any, context: _RouteContext) -> RouteConfig:
 
 
 def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
-    """`"provider/model"`, or `{ target = "provider/model", prompt = "NAME" }`."""
-    fail, prompt = context.fail, None
+    """`"provider/model"`, or `{ target = "provider/model", prompt = "NAME", context_window =
+    N }` (both keys optional)."""
+    fail, prompt, window = context.fail, None, None
     if isinstance(raw, Mapping):
-        no_unknown(raw, ("target", "prompt"), key, fail)
+        no_unknown(raw, _TARGET_KEYS, key, fail)
+        window = raw.get("context_window")
+        if window is not None and (
+            not isinstance(window, int) or isinstance(window, bool) or window <= 0
+        ):
+            raise fail(f"{key}.context_window", f"must be a number of tokens (got {window!r})")
         name = raw.get("prompt")
         if name is not None and name not in context.prompts:
             known = ", ".join(sorted(context.prompts)) or "none defined"
@@ -154,7 +169,7 @@ def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
         raw = raw.get("target")
     if not isinstance(raw, str):
         raise fail(key, f'must be "provider/model" or {{ target = "provider/model", prompt = '
-                   f'"NAME" }} (got {raw!r})')  # fmt: skip
+                   f'"NAME", context_window = N }} (got {raw!r})')  # fmt: skip
     try:
         target = parse_target(raw)
     except ValueError as exc:
@@ -163,7 +178,7 @@ def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
         raise fail(key, f"provider {target.provider!r} is not defined in [providers]")
     if not valid_model(target.model):
         raise fail(key, f"{target.model!r} is not a model name (no blanks or control characters)")
-    return TargetConfig(target.provider, target.model, prompt)
+    return TargetConfig(target.provider, target.model, prompt, window)
 
 
 def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext) -> RouteOptions:
@@ -180,13 +195,20 @@ def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext)
     mode = table.get("on_quality_error", "record")
     if mode not in QUALITY_MODES:
         raise fail(f"{where}.on_quality_error", f"must be one of {', '.join(QUALITY_MODES)}")
+    stream_mode = table.get("on_stream_failure", "error")
+    if stream_mode not in STREAM_FAILURE_MODES:
+        raise fail(
+            f"{where}.on_stream_failure", f"must be one of {', '.join(STREAM_FAILURE_MODES)}"
+        )
     schema = table.get("output_schema")
     contract = (
         None
         if schema is None
         else contract_of(schema, f"{where}.output_schema", context.base_dir, fail)
     )
-    return RouteOptions(flags["adaptive_order"], flags["own_keys_first"], pii, contract, mode)
+    return RouteOptions(
+        flags["adaptive_order"], flags["own_keys_first"], pii, contract, mode, stream_mode
+    )
 
 
 def _pii(value: Any, restore: bool, where: str, fail: Any) -> PiiPolicy | None:

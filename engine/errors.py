@@ -3,9 +3,11 @@
     SwitchoverError
     ├── ConfigError                 switchover.toml is wrong; raised once, at start
     ├── AttemptError                one HTTP attempt failed; the subclass is what the chain does
-    │   ├── RequestFault            the request's fault (400, 413, 422, context too long,
-    │   │                           content policy) → FAIL FAST: raise to the caller, no backup
-    │   │                           is ever called, the breaker never counts it
+    │   ├── RequestFault            the request's fault (400, 413, 422, content policy) →
+    │   │                           FAIL FAST: raise to the caller, no backup is ever called,
+    │   │                           the breaker never counts it. A context too long is the one
+    │   │                           exception: it goes on to a later target with a larger
+    │   │                           window (fall_back_larger_context), else fails fast
     │   ├── ProviderFault           the provider's fault (5xx, 529, HTML error pages, connect
     │   │                           errors, a stream cut before content) → RETRY the primary
     │   │                           once with jittered backoff, then FALL BACK; counts on the

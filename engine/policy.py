@@ -22,14 +22,17 @@ class Policy:
     # A cap on one non-streaming attempt, so a provider that hangs cannot eat the whole budget
     # and leave nothing for the backup. Each attempt gets min(this, what remains).
     attempt_timeout_s: float = 60.0
-    # While backups remain, an attempt (or a stream's wait for its first token) may use all of
-    # the remaining budget but this share of the whole: a hanging primary leaves them time.
+    # While backups remain, attempts (a stream's wait for its first token too) end this share
+    # of the budget before the deadline, and the primary retries only when the retry fits
+    # before that line: a hanging primary leaves its backups a third, whatever its retries.
     backup_reserve_share: float = 1 / 3
     backoff_base_s: float = 0.2  # jittered exponential backoff before a retry, capped below
     backoff_max_s: float = 1.0
     overload_backoff_s: float = 0.05  # 529s cluster: retry almost at once, then move on
     max_retry_after_wait_s: float = 2.0  # wait for a 429's reset only when it is this short
-    first_token_timeout_s: float = 20.0  # stream: no content by then → provider fault, fall back
+    # Stream: no content by then → provider fault, fall back. Capped, like every attempt, at
+    # the reserve line; with the defaults the two are the same 20 s from the primary's call.
+    first_token_timeout_s: float = 20.0
     idle_timeout_s: float = 30.0  # stream: silence after the first content → in-band error
     breaker_failures: int = 5
     breaker_window_s: float = 60.0
@@ -69,6 +72,11 @@ class Policy:
 
 
 POLICY_KEYS = frozenset(f.name for f in dataclasses.fields(Policy))
+
+
+def too_little(seconds: float, policy: Policy) -> bool:
+    """Whether `seconds` are too few to begin an attempt in."""
+    return seconds <= 0 or seconds < policy.min_attempt_budget_s
 
 
 def backoff_s(policy: Policy, retry_number: int, rng: random.Random, *, overloaded: bool) -> float:

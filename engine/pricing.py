@@ -94,6 +94,11 @@ class Pricer:
             price_providers={p.name: p.price_provider for p in providers if p.price_provider},
         )
 
+    def warm(self) -> None:
+        """Load genai-prices' data now (~0.3 s, pydantic), at a process's start: else the
+        first attempt priced pays for it, inside its request's time budget."""
+        _snapshot()
+
     def price(self, attempt: Attempt) -> tuple[Decimal | None, str | None]:
         """The attempt's cost and its source; (None, None) when the model has no known price."""
         a = attempt

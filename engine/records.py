@@ -74,6 +74,10 @@ COLUMNS: tuple[Column, ...] = (
     # Stream events skipped because their data did not parse; NULL in rows from before
     # migration 7, whose spool files lack it.
     Column("unreadable_events", pa.int32(), "INTEGER"),
+    # A continuation of a committed stream (migration 11): the attempt it picks up from and the
+    # characters the caller held; NULL on every other attempt.
+    Column("continues_attempt", pa.int16(), "SMALLINT"),
+    Column("continued_chars", pa.int32(), "INTEGER"),
 )
 
 ARROW_SCHEMA = pa.schema([pa.field(c.name, c.arrow) for c in COLUMNS])
@@ -124,6 +128,8 @@ def to_row(attempt: Attempt, cost: Decimal | None, price_source: str | None) -> 
         "prompt_version": attempt.prompt_version,
         "quality_error": attempt.quality_error,
         "unreadable_events": attempt.unreadable_events,
+        "continues_attempt": attempt.continues_attempt,
+        "continued_chars": attempt.continued_chars,
     }
 
 

@@ -13,13 +13,16 @@ then SIGKILL to whatever is left of the child's group: no orphans.
 
 The first SIGINT or SIGTERM starts the stop: the work running beside the children (the demo's
 traffic) is cancelled first, so nothing new is sent, then the children are stopped. A second
-signal kills what is left at once; it is never needed.
+signal kills what is left at once; it is never needed. If `up` itself is killed (SIGKILL, the
+OOM killer), the kernel sends each child SIGTERM (Linux's parent-death signal), and they stop
+as they do at a Ctrl-C.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -82,6 +85,23 @@ class Child:
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """Run in the child between fork and exec: the kernel sends it SIGTERM when `up` dies,
+    even by SIGKILL (which no handler of ours sees), so that no orphan keeps its port or the
+    database. A parent already gone before the call: exit at once."""
+
+    def arrange() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arrange
+
+
 class Supervisor:
     """Children started in order and stopped in reverse when the block ends; `run` returns
     when `stop` is requested or an essential child exits."""
@@ -114,6 +134,7 @@ class Supervisor:
                 stdout=output,
                 stderr=output,
                 process_group=0,
+                preexec_fn=_die_with(os.getpid()) if sys.platform == "linux" else None,
             )
         child = Child(name, process, log, essential)
         child.watcher = asyncio.create_task(self._watch(child))

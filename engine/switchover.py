@@ -206,6 +206,7 @@ class Switchover:
             pii=options.pii,
             contract=options.contract,
             fall_back_on_quality=options.on_quality_error == "fall_back",
+            continue_streams=options.on_stream_failure == "continue",
         )
 
     def _chain(self, route: str, targets: list[TargetConfig], policy: Any, **options: Any) -> Chain:
@@ -217,6 +218,9 @@ class Switchover:
                     t.model,
                     self.config.providers[t.provider].key_kind,  # type: ignore[arg-type]
                     t.prompt,
+                    context_window=t.context_window,
+                    price_provider=self.config.providers[t.provider].price_provider,
+                    prefill=self.config.providers[t.provider].supports_prefill,
                 )
                 for t in targets
             ],

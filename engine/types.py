@@ -292,7 +292,9 @@ class Attempt:
     ttft_ms: float | None
     streamed: bool
     outcome: Outcome
-    decision: str  # served | fail_fast | retry | fall_back | fall_back_now | wait_and_retry | ...
+    # served | fail_fast | retry | fall_back | fall_back_now | fall_back_larger_context |
+    # wait_and_retry | continue_elsewhere | in_band_error | ...
+    decision: str
     error_class: str | None
     # Whose fault, as the policy sees it: request | provider | account | rate_limit | ambiguous
     fault_kind: str | None
@@ -318,6 +320,10 @@ class Attempt:
     prompt_version: str | None = None  # the target's own prompt ([prompts]) that was sent
     quality_error: str | None = None  # "kind: message" when the answer broke its contract
     unreadable_events: int = 0  # stream events skipped because their data did not parse
+    # A continuation of a committed stream that failed (engine.continuation): the attempt
+    # number it picks up from, and the characters of the answer the caller held by then.
+    continues_attempt: int | None = None
+    continued_chars: int | None = None
 
     def replace(self, **changes: Any) -> Attempt:
         return dataclasses.replace(self, **changes)

@@ -10,11 +10,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.chain import Chain, Target
 from engine.clock import VirtualClock
+from engine.context_windows import window_of
 from engine.errors import AllProvidersUnavailable, ChainError, RequestFailed
 from engine.policy import Policy
 from engine.providers.anthropic import AnthropicProvider
@@ -34,6 +35,8 @@ from simulations.fakes import FakeTransport
 
 SLACK_S = 0.05
 ASK = Request(messages=(Message.user("where is my parcel?"),))
+# Context windows from genai-prices: 200,000, 128,000, 200,000, unknown. An overflow on
+# gpt-4o falls back to claude-haiku-4-5; on the others it fails fast.
 MODELS = ("claude-sonnet-4-5", "gpt-4o", "claude-haiku-4-5", "mistral-large")
 
 seconds = st.floats(0.0, 40.0).map(lambda s: round(s, 3))
@@ -41,6 +44,7 @@ short = st.floats(0.01, 5.0).map(lambda s: round(s, 3))
 # Each entry equally likely: a fault, or a strategy for a fault with drawn parameters.
 FAULT_KINDS: list[str | st.SearchStrategy[str]] = [
     "ok", "ok", "500", "529", "504", "reset", "truncated", "invalid_json", "401", "400",
+    "context_overflow",
     "connect_timeout", "connect_refused", "read_timeout", "rate_limit_long",
     "rate_limit_no_header", "rate_limit_garbage", "slow_down",
     seconds.map("timeout_504:delay={}".format),
@@ -151,15 +155,22 @@ def check_sleeps(watched: WatchedClock, deadline: float, policy: Policy) -> None
     watched.sleeps.clear()
 
 
-def check_decisions(attempts: list[Attempt]) -> None:
+def check_decisions(attempts: list[Attempt], targets: list[Target]) -> None:
     """Each record names what the chain did next: a retry is followed by the same target, a
-    fallback by a later one, and nothing follows a final decision."""
+    fallback by a later one (past a context overflow, one with a larger window), and nothing
+    follows a final decision."""
+    windows = {t.name: window_of(t) for t in targets}
     for made, following in itertools.pairwise(attempts):
         if made.decision in ("retry", "wait_and_retry"):
             assert following.fallback_depth == made.fallback_depth
         else:
-            assert made.decision in ("fall_back", "fall_back_now")
+            assert made.decision in ("fall_back", "fall_back_now", "fall_back_larger_context")
             assert following.fallback_depth > made.fallback_depth
+    for i, made in enumerate(attempts):
+        if made.decision == "fall_back_larger_context":
+            bar = windows[made.target]
+            assert bar is not None
+            assert all((windows[a.target] or 0) > bar for a in attempts[i + 1 :])
     if attempts and attempts[-1].outcome == "error":
         final = ("give_up", "fall_back", "fall_back_now", "fail_fast", "in_band_error")
         assert attempts[-1].decision in final
@@ -176,8 +187,20 @@ def check_records(attempts: list, calls: int) -> None:
     assert len(attempts) == (calls if calls else 1)
 
 
+# Issue 20: budget 1 s, attempt timeout 1 s, latency 1,000 ms; a retry the deadline stopped
+# was recorded as `retry`.
+ISSUE_20 = Outage(
+    Policy(budget_s=1.0, attempt_timeout_s=1.0, min_attempt_budget_s=0.0, backoff_base_s=0.0),
+    scripts=[["read_timeout", "500"], ["500"]],
+    latencies_ms=[1000.0, 1000.0],
+    requests=2,
+    seed=0,
+)
+
+
 @SETTINGS
 @given(OUTAGES)
+@example(ISSUE_20)
 def test_a_request_is_answered_or_failed_within_its_budget(outage):
     chain, fake, watched, attempts = build(outage)
     clock, budget = watched.clock, outage.policy.budget_s
@@ -190,7 +213,7 @@ def test_a_request_is_answered_or_failed_within_its_budget(outage):
             result = error
         assert clock.now() - start <= budget + SLACK_S
         check_sleeps(watched, start + budget, outage.policy)
-        check_decisions(attempts)
+        check_decisions(attempts, list(chain.targets))
         check_records(attempts, len(fake.calls()) - calls_before)
         assert [a.served for a in attempts].count(True) == isinstance(result, Response)
         clock.advance(1.0)
@@ -224,6 +247,6 @@ def test_a_stream_is_committed_or_failed_within_its_budget(outage):
             assert sum(isinstance(e, MessageEnd | StreamError) for e in events) == 1
             assert [a.served for a in attempts].count(True) == 1
         check_sleeps(watched, start + budget, outage.policy)
-        check_decisions(attempts)
+        check_decisions(attempts, list(chain.targets))
         check_records(attempts, len(fake.calls()) - calls_before)
         clock.advance(1.0)

@@ -445,7 +445,13 @@ def test_ordinary_bodies_are_not_error_objects(body):
 @pytest.mark.parametrize("kind", ["stream_cut", "stream_stalled"])
 def test_broken_streams_are_provider_faults(kind):
     """Rows 21 and 23: before the first content the chain falls back transparently."""
-    assert isinstance(classify.stream_fault(kind, "x"), ProviderFault)
+    assert isinstance(classify.stream_fault(kind, "x", status=200), ProviderFault)
+
+
+def test_a_stream_fault_without_a_status_line_has_no_status():
+    """A stream that stalled before its headers is recorded with no HTTP status, not 200."""
+    assert classify.stream_fault("stream_stalled", "x", status=None).status is None
+    assert classify.stream_fault("stream_cut", "x", status=200).status == 200
 
 
 def test_the_catalogue_is_covered_row_by_row():

@@ -16,6 +16,7 @@ KEYS = sorted(
         *config._PROVIDER_KEYS,
         *config_routes._ROUTE_OPTION_KEYS,
         *config_routes._PROMPT_KEYS,
+        *config_routes._TARGET_KEYS,
         *POLICY_KEYS,
         *config._PRICE_KEYS,
         *config._STATE_KEYS,

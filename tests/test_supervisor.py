@@ -252,3 +252,39 @@ def test_switchover_up_exits_with_the_status_of_a_child_that_died(tmp_path: Path
     assert up.returncode == 128 + signal.SIGKILL
     assert "gateway exited with status -9; stopping the others" in rest
     assert all(_gone(pid) for pid in pids.values())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_children_stop_when_the_supervisor_itself_is_killed(tmp_path: Path):
+    """SIGKILL reaches no handler of `up`'s: the kernel's parent-death signal stops its
+    children anyway, so none is left holding a port or the database."""
+    child_pid = tmp_path / "child.pid"
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from engine.supervisor import Supervisor\n"
+        "async def main():\n"
+        f"    sup = Supervisor(print, Path({str(tmp_path / 'logs')!r}))\n"
+        "    child = await sup.start('sleeper', [sys.executable, '-c', 'import time; "
+        "time.sleep(600)'])\n"
+        f"    Path({str(child_pid)!r}).write_text(str(child.process.pid))\n"
+        "    await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n"
+    )
+    up = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not child_pid.exists() or not child_pid.read_text():
+            assert time.monotonic() < deadline and up.poll() is None, "the child never started"
+            time.sleep(0.05)
+        pid = int(child_pid.read_text())
+        assert not _gone(pid)
+        up.kill()
+        up.wait(timeout=DEADLINE_S)
+        while not _gone(pid):
+            assert time.monotonic() < deadline, f"child {pid} outlived its killed supervisor"
+            time.sleep(0.05)
+    finally:
+        up.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(child_pid.read_text()), signal.SIGKILL)

@@ -1,5 +1,6 @@
 """Explorer: find one request by its id (the gateway's `x-request-id` header, or a log line)
-and see its chain of attempts; or filter the attempts of the last 24 hours."""
+and see its chain of attempts (a stream continued on another target as one answer in parts);
+or filter the attempts of the last 24 hours."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from datetime import timedelta
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, requests
 
 COLUMNS = ["started_at", "request_id", "attempt_number", "route", "target", "outcome",
            "decision", "error_class", "http_status", "fault_kind", "latency_ms", "fallback_depth",
            "served", "breaker_state", "cost_usd"]  # fmt: skip
+# A continued stream's attempts also say which attempt each part picked up from.
+CONTINUATION_COLUMNS = ["continues_attempt", "continued_chars"]
 
 st.title("Explorer")
 v = data.view()
@@ -28,14 +31,14 @@ if request_id.strip():
     if chain.empty:
         st.warning(f"No attempt of request {request_id.strip()!r} in the last 24 hours.")
     else:
-        served = chain[chain["served"]]
-        verdict = (
-            f"answered by **{served.iloc[0]['target']}**" if len(served) and
-            served.iloc[0]["outcome"] == "success" else "**not answered**"
-        )  # fmt: skip
-        st.markdown(f"Route **{chain.iloc[0]['route']}**: {len(chain)} attempts, {verdict}.")
+        st.markdown(requests.verdict(chain))
+        parts = requests.parts(chain)
+        if parts is not None:  # a stream a later target finished: one answer, in parts
+            st.dataframe(parts, hide_index=True, width="stretch", key="parts")
+            st.caption(requests.parts_cost(chain))
+        shown = [*COLUMNS, *requests.present(chain, CONTINUATION_COLUMNS), "error_message"]
         st.dataframe(
-            chain.assign(started_at=v.local(chain["started_at"]))[[*COLUMNS, "error_message"]],
+            chain.assign(started_at=v.local(chain["started_at"]))[shown],
             hide_index=True, width="stretch",
         )  # fmt: skip
 

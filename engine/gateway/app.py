@@ -21,6 +21,7 @@ Never here: provider JSON (the dialects' job), provider keys in any answer or lo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -37,7 +38,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from engine.chain import Chain
+from engine.continuation import continued_parts
 from engine.errors import ChainError, ConfigError
+from engine.gateway import stream_log
 from engine.gateway.admin import admin_routes
 from engine.gateway.dialects.anthropic import ANTHROPIC
 from engine.gateway.dialects.base import BadRequest, Dialect, Parsed, dumps
@@ -105,6 +108,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if gateway.metrics.pricer is not None:  # before the first request, not inside it
+            await asyncio.to_thread(gateway.metrics.pricer.warm)
         yield
         if owns:
             await sw.aclose()
@@ -265,14 +270,23 @@ class Gateway:
                 async for event in events:
                     if isinstance(event, MessageEnd):
                         outcome, attempts = "ok", event.attempts
+                        stream_log.stream_continued(call.route, call.request_id, event.attempts)
                         yield encoder.end(event)
                     elif isinstance(event, StreamError):
                         outcome, attempts = "stream_error", event.attempts
-                        yield encoder.error(self._scrubbed(event))
+                        failed = self._scrubbed(event)
+                        stream_log.stream_failed(call.route, call.request_id, failed, first)
+                        yield encoder.error(failed)
                     else:
                         yield encoder.event(event)
             except Exception:
-                log.exception("gateway error mid-stream (request %s)", call.request_id)
+                log.exception(
+                    "stream failed after its start: route %s, target %s, gateway error "
+                    "(request %s)",
+                    call.route,
+                    f"{first.provider}/{first.model}",
+                    call.request_id,
+                )
                 outcome = "error"
                 yield encoder.error(
                     StreamError("internal", "internal error in the gateway", "api_error")
@@ -281,7 +295,9 @@ class Gateway:
         async def close() -> None:
             """However the response ended (even before the body began): stop the chain."""
             await events.aclose()
-            await self._after(call, outcome, fallback=first.fallback_depth > 0, attempts=attempts)
+            # A backup that finished the answer (a continuation) served it too.
+            fallback = first.fallback_depth > 0 or continued_parts(attempts) is not None
+            await self._after(call, outcome, fallback=fallback, attempts=attempts)
 
         headers = {
             "cache-control": "no-cache",

@@ -22,7 +22,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 class AnthropicProvider(HttpProvider):
     kind = "anthropic"
     path = "/v1/messages"
-    end_marker = "message_stop"
 
     def __init__(
         self,

@@ -309,10 +309,21 @@ class AnthropicStreamDecoder:
         elif kind == "message_stop":
             if not self._started:
                 raise MalformedAnswer("the stream ended without a message_start")
-            self.done = True
-            stop = map_stop_reason(self._stop_reason, has_tool_calls=bool(self._tool_of_block))
-            return [MessageEnd(stop, self.usage, self.model, self.provider_request_id)]
+            return self.finish()
         return []
+
+    @property
+    def finished(self) -> bool:
+        """`message_delta` brought the stop reason: the answer is whole, and its usage came
+        with it, whether or not `message_stop` follows."""
+        return self._stop_reason is not None
+
+    def finish(self) -> list[StreamEvent]:
+        """The end of the message: at `message_stop`, or where a finished stream's body ended
+        without it."""
+        self.done = True
+        stop = map_stop_reason(self._stop_reason, has_tool_calls=bool(self._tool_of_block))
+        return [MessageEnd(stop, self.usage, self.model, self.provider_request_id)]
 
     def _block_start(self, index: object, block: object) -> list[StreamEvent]:
         if not isinstance(block, Mapping) or not isinstance(index, int):

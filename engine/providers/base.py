@@ -2,22 +2,21 @@
 
 `HttpProvider` does, once for all dialects: one pooled `httpx.AsyncClient` per provider (over
 `engine.providers.transport`'s aiohttp transport unless `transport=` says otherwise), the
-per-attempt timeout, POSTing JSON, lenient reading of bodies, SSE framing, closing responses
-when a consumer stops early, and turning every failure into an `AttemptError` through
-`engine.classify` (never by its own judgement). A dialect subclass supplies only the path, the
-auth headers and its codec.
+per-attempt timeout, POSTing JSON, lenient reading of bodies, SSE framing (a stream read to its
+end by `engine.providers.stream`), closing responses when a consumer stops early, and turning
+every failure into an `AttemptError` through `engine.classify` (never by its own judgement). A
+dialect subclass supplies only the path, the auth headers and its codec.
 
 Never puts the API key in a log line, an exception message or a repr.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing, suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
@@ -27,10 +26,17 @@ from engine.clock import Clock, SystemClock
 from engine.errors import AttemptError, LocalFault
 from engine.providers.codec import MalformedAnswer, response_events
 from engine.providers.sse import ServerSentEvent, aiter_sse
+from engine.providers.stream import (
+    MAX_UNREADABLE_EVENTS,
+    HttpStream,
+    StreamDecoder,
+    UnreadableEvent,
+    read_events,
+)
 from engine.providers.transport import default_transport
-from engine.types import MessageEnd, Request, Response, StreamEvent
+from engine.types import Request, Response, StreamEvent
 
-__all__ = ["HttpProvider", "Provider", "StreamDecoder"]
+__all__ = ["MAX_UNREADABLE_EVENTS", "HttpProvider", "Provider", "StreamDecoder"]
 
 log = logging.getLogger("switchover.providers")
 
@@ -45,21 +51,15 @@ _NOT_SENT = (
 )
 # A body that broke off while being read is a truncated answer, not a lost connection.
 _TRUNCATION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError)
-# After a stream's final event, how much more is read to keep its connection reusable.
-_DRAIN_LIMIT_S = 0.25
-_DRAIN_LIMIT_EVENTS = 16
-# A stream may carry a few events nobody can read (a proxy that mangled a chunk) and still be
-# whole; more than this many in one stream and it is broken: a cut (catalogue rows 26 and 21).
-MAX_UNREADABLE_EVENTS = 3
-
-
-class _UnreadableEvent(Exception):
-    """An SSE event whose data is not JSON: `HttpProvider.stream` skips and counts it."""
 
 
 @runtime_checkable
 class Provider(Protocol):
-    """What the chain needs from a provider. Every failure is raised as an `AttemptError`."""
+    """What the chain needs from a provider. Every failure is raised as an `AttemptError`.
+
+    A stream may also say `http_status` (as `HttpStream` does): the response's status once
+    its status line arrived, None before; a failure the chain itself times is recorded with
+    it. A stream without the attribute (a provider that is no HTTP server) records none."""
 
     name: str  # the configured name, e.g. "claude"
     kind: str  # "anthropic" | "openai"
@@ -73,18 +73,11 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-class StreamDecoder(Protocol):
-    """A dialect's stream state machine; `done` once the end-of-message marker arrived."""
-
-    done: bool
-
-
 class HttpProvider(ABC):
     """The transport half every dialect shares; a dialect fills in the abstract methods."""
 
     kind: ClassVar[str]
     path: ClassVar[str]  # appended to base_url
-    end_marker: ClassVar[str]  # what a complete stream ends with, for the stream_cut message
 
     def __init__(
         self,
@@ -154,12 +147,16 @@ class HttpProvider(ABC):
             await response.aclose()
         return self._answer(response, body, model)
 
-    async def stream(
-        self, request: Request, model: str, *, timeout_s: float
-    ) -> AsyncIterator[StreamEvent]:
-        # An async generator: nothing is sent until the first iteration, and `aclose()` (or
-        # leaving an `async for` early) closes the HTTP response through the finally below.
+    def stream(self, request: Request, model: str, *, timeout_s: float) -> HttpStream:
+        # Nothing is sent until the first iteration, and `aclose()` (or leaving an `async for`
+        # early) closes the HTTP response through the finally in `_stream_events`.
+        return HttpStream(lambda head: self._stream_events(request, model, timeout_s, head))
+
+    async def _stream_events(
+        self, request: Request, model: str, timeout_s: float, head: HttpStream
+    ) -> AsyncGenerator[StreamEvent, None]:
         response = await self._send(self._build(request, model, stream=True, timeout_s=timeout_s))
+        head.http_status = response.status_code
         try:
             if _is_json(response):  # `stream: true` answered with plain JSON: adapt
                 body = await self._read_body(response)
@@ -167,55 +164,30 @@ class HttpProvider(ABC):
                     yield event
                 return
             decoder = self._new_decoder(model, classify.provider_request_id(response.headers))
-            unreadable = 0  # events skipped because their data did not parse (row 26)
-            async with aclosing(aiter_sse(response.aiter_bytes())) as events:
-                while True:
-                    try:
-                        sse = await anext(events)
-                    except StopAsyncIteration:
-                        break
-                    except httpx.TimeoutException as exc:
-                        raise classify.classify_exception(exc, sent=True) from exc
-                    except httpx.HTTPError as exc:  # the connection broke mid-stream (row 21)
-                        raise classify.stream_fault(
-                            "stream_cut", f"{self.name}: the stream broke off ({exc})"
-                        ) from exc
-                    try:
-                        decoded = self._feed(decoder, sse, response)
-                    except MalformedAnswer as exc:
-                        raise self._empty(response, exc) from exc
-                    except _UnreadableEvent as exc:
-                        unreadable += 1
-                        if unreadable > MAX_UNREADABLE_EVENTS:
-                            raise classify.stream_fault(
-                                "stream_cut", f"{self.name}: {unreadable} unreadable events"
-                            ) from exc
-                        continue
-                    if decoder.done:
-                        # Before the last events go out: the consumer may close this stream
-                        # as soon as it sees the end, and an unread body costs the connection.
-                        await self._drain(events)
-                        if unreadable:
-                            decoded = _counted(decoded, unreadable)
-                    for event in decoded:
-                        yield event
-                    if decoder.done:
-                        return
-            skipped = f", after {unreadable} unreadable events" if unreadable else ""
-            raise classify.stream_fault(
-                "stream_cut", f"{self.name}: the stream ended before {self.end_marker}{skipped}"
-            )
+
+            def feed(sse: ServerSentEvent) -> list[StreamEvent]:
+                try:
+                    return self._feed(decoder, sse, response)
+                except MalformedAnswer as exc:
+                    raise self._empty(response, exc) from exc
+
+            async with (
+                aclosing(aiter_sse(response.aiter_bytes())) as events,
+                aclosing(
+                    read_events(
+                        events,
+                        decoder,
+                        feed,
+                        name=self.name,
+                        status=response.status_code,
+                        clock=self.clock,
+                    )
+                ) as decoded,
+            ):
+                async for event in decoded:
+                    yield event
         finally:
             await response.aclose()
-
-    async def _drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
-        """Read what follows the final event (normally just the end of the chunked body), so
-        httpx can return the connection to the pool: closing a response that still has unread
-        body throws its connection away, and the next stream pays a new TCP+TLS handshake."""
-        with suppress(Exception):  # StopAsyncIteration, a timeout, a broken tail: all fine
-            async with self.clock.timeout(_DRAIN_LIMIT_S):
-                for _ in range(_DRAIN_LIMIT_EVENTS):
-                    await anext(events)
 
     # --- transport ---------------------------------------------------------------------------
 
@@ -261,7 +233,7 @@ class HttpProvider(ABC):
         except _TRUNCATION as exc:
             raise classify.protocol_fault(
                 "truncated",
-                f"{self.name}: the body broke off ({type(exc).__name__})",
+                f"{self.name}: truncated: {exc}",
                 status=response.status_code,
                 provider_request_id=request_id,
             ) from exc
@@ -321,13 +293,13 @@ class HttpProvider(ABC):
     def _stream_data(self, sse: ServerSentEvent, response: httpx.Response) -> Any:
         """The JSON of one stream event; an error event (`event: error`, or a data object
         that is an error) is raised as the error it names, even when its data is not JSON.
-        Any other data that is not JSON raises `_UnreadableEvent`, for `stream` to skip."""
+        Any other data that is not JSON raises `UnreadableEvent`, for `read_events` to skip."""
         try:
             obj = json.loads(sse.data)
         except ValueError as exc:
             if sse.event == "error":
                 self._raise_error({"message": sse.data}, response)
-            raise _UnreadableEvent(sse.data[:80]) from exc
+            raise UnreadableEvent(sse.data[:80]) from exc
         self._raise_embedded_error(obj, response)
         if sse.event == "error":
             self._raise_error({"message": sse.data}, response)
@@ -343,14 +315,6 @@ class HttpProvider(ABC):
         raise classify.error_from_object(
             error, status=None, headers=response.headers, now=self.clock.wall()
         )
-
-
-def _counted(events: list[StreamEvent], unreadable: int) -> list[StreamEvent]:
-    """A stream's final events, its MessageEnd telling how many unreadable events it skipped."""
-    return [
-        dataclasses.replace(e, unreadable_events=unreadable) if isinstance(e, MessageEnd) else e
-        for e in events
-    ]
 
 
 def _is_json(response: httpx.Response) -> bool:

@@ -34,7 +34,6 @@ def max_tokens_field_for(base_url: str) -> codec.MaxTokensField:
 class OpenAIProvider(HttpProvider):
     kind = "openai"
     path = "/chat/completions"
-    end_marker = "[DONE]"
 
     def __init__(
         self,

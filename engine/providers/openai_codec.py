@@ -310,12 +310,23 @@ class OpenAIStreamDecoder:
             events.append(UsageUpdate(self.usage))
         return events
 
+    @property
+    def finished(self) -> bool:
+        """The finish reason arrived: the answer is whole, whether or not `[DONE]` follows
+        (the usage chunk that `include_usage` asks for comes after it)."""
+        return self._finish is not None
+
     def feed_done(self) -> list[StreamEvent]:
         """The `[DONE]` sentinel: the stream is complete, or empty if no choice ever came."""
         if self.done:
             return []
         if not self._answered:
             raise MalformedAnswer("the stream ended without a single choice")
+        return self.finish()
+
+    def finish(self) -> list[StreamEvent]:
+        """The end of the message, with the usage that arrived: at `[DONE]`, or where a
+        finished stream's body ended without it."""
         self.done = True
         stop = map_finish_reason(self._finish, has_tool_calls=self._calls > 0)
         if self._refused and stop == "end_turn":

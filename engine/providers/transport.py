@@ -26,6 +26,9 @@ request. aiohttp's failures are translated here, and only here:
     ClientResponseError (malformed status or header)     RemoteProtocolError
     ClientOSError, any other ClientError (reset, lost)   ReadError
 
+The messages are aiohttp's own words less the HTTP status its parser borrows (`describe`):
+a body cut mid-way says "the connection closed mid-body (transfer encoding)", never "400".
+
 "Written" is known exactly: the body goes out through `_Body`, which records when its last byte
 was handed to the socket; a request without a body counts as written once connected. Two rows
 differ from httpcore on purpose or by necessity. A reset while the body is still being written
@@ -59,10 +62,16 @@ from typing import Any
 import aiohttp
 import httpx
 from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_exceptions import (
+    ContentLengthError,
+    HttpProcessingError,
+    PayloadEncodingError,
+    TransferEncodingError,
+)
 from aiohttp.payload import Payload
 from yarl import URL
 
-__all__ = ["AiohttpTransport", "default_transport", "httpx_class", "translate"]
+__all__ = ["AiohttpTransport", "default_transport", "describe", "httpx_class", "translate"]
 
 # httpx's own defaults, so that swapping the transport changes nothing a caller configured.
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
@@ -101,6 +110,11 @@ _AFTER_SENDING: tuple[tuple[type[BaseException], type[httpx.TransportError]], ..
 )
 # What a transport can fail with; anything else (a bug, a cancellation) passes unchanged.
 _FOREIGN = (aiohttp.ClientError, OSError)
+# How a body that ended early was framed, in the words of `describe`.
+_FRAMING: dict[type[BaseException], str] = {
+    TransferEncodingError: "transfer encoding",
+    ContentLengthError: "content length",
+}
 
 
 class _WriteTimedOut(Exception):
@@ -114,7 +128,32 @@ def translate(exc: BaseException, request: httpx.Request, *, sent: bool) -> http
     if timed_out is not None:
         return httpx.WriteTimeout(str(timed_out), request=request)
     ours = httpx_class(type(exc), sent=sent)
-    return ours(str(exc) or type(exc).__name__, request=request)
+    return ours(describe(exc), request=request)
+
+
+def describe(exc: BaseException) -> str:
+    """aiohttp's account of a failure, without the status it borrows from HTTP. Its parser
+    reports a body cut short or a malformed head as `400, message='...'` (the 400 it would
+    answer as a server), which in a record or a log line reads like the provider's own 400: a
+    stream cut after a 200 once said "TransferEncodingError: 400". The kind of failure is
+    named instead, and the library's words kept where they carry no such number."""
+    cut = _cause(exc, PayloadEncodingError)
+    if isinstance(cut, PayloadEncodingError):
+        framing = _FRAMING.get(type(cut), "body encoding")
+        return f"the connection closed mid-body ({framing}): {cut.message}"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "the connection closed mid-body"
+    malformed = _cause(exc, HttpProcessingError)
+    if isinstance(malformed, HttpProcessingError):
+        return _malformed(malformed.message)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return _malformed(exc.message)
+    return str(exc) or type(exc).__name__
+
+
+def _malformed(words: str) -> str:
+    # aiohttp's parser writes its complaint over several lines, a caret under the fault.
+    return "a malformed HTTP answer: " + " ".join(str(words).split())
 
 
 def httpx_class(failure: type[BaseException], *, sent: bool) -> type[httpx.TransportError]:

@@ -195,6 +195,18 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        11,
+        "a stream continued on another target: the attempt it continues, from how many characters",
+        # Nullable: NULL on every attempt that is no continuation, and on rows from before.
+        """
+        ALTER TABLE attempts ADD COLUMN continues_attempt SMALLINT;
+        ALTER TABLE attempts ADD COLUMN continued_chars INTEGER;
+        """,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 

@@ -84,7 +84,8 @@ req AS (  -- one row a request, at the attempt that decided it
         bool_or(served AND outcome = 'success' AND fallback_depth > 0) AS by_fallback,
         bool_or(decision = 'fail_fast') AS request_fault,
         bool_or(served AND outcome = 'error') AS broken,
-        bool_or(outcome = 'cancelled') AS abandoned,
+        -- the caller left: during an attempt, or during the backoff after a failed one
+        bool_or(outcome = 'cancelled' OR decision = 'cancelled') AS abandoned,
         min(started_at) AS first_at,
         -- whether the request is over: an attempt that ended it, or a last one long enough ago
         bool_or(decision IN ('served', 'fail_fast', 'give_up', 'cancelled', 'in_band_error'))
@@ -126,9 +127,16 @@ route_share AS (  -- per route and minute: did backups serve more than the prima
     WINDOW recent AS (PARTITION BY route ORDER BY minute
         RANGE BETWEEN INTERVAL 5 MINUTE PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
 ),
+continued AS (  -- requests a later target finished after their stream failed mid-answer
+    SELECT DISTINCT request_id FROM win
+    WHERE continues_attempt IS NOT NULL AND served AND outcome = 'success'
+),
 priced AS (  -- attempt rows with what the primary would have charged for the same work
     SELECT w.*,
         w.input_tokens + w.cache_read_tokens + w.cache_write_tokens AS total_in,
+        -- a part of an answer that a continuation finished: its text was served, not wasted
+        w.decision = 'continue_elsewhere'
+            AND w.request_id IN (SELECT request_id FROM continued) AS carried_on,
         coalesce(bl.hit_ratio, 0) AS hit_ratio,
         px.p_input, px.p_output, px.p_cache_read, px.p_cache_write,
         coalesce(rs.rewarming, false) AS rewarming
@@ -163,7 +171,8 @@ att_rollup AS (
         count(*) FILTER (a.cost_usd IS NULL
             AND a.input_tokens + a.output_tokens + a.cache_read_tokens
                 + a.cache_write_tokens > 0) AS unpriced_attempts,
-        coalesce(sum(a.cost_usd) FILTER (a.outcome <> 'success'), 0) AS wasted_usd,
+        coalesce(sum(a.cost_usd) FILTER (a.outcome <> 'success' AND NOT a.carried_on), 0)
+            AS wasted_usd,
         sum(a.cost_usd - (a.total_in * (1 - a.hit_ratio) * a.p_input
                 + a.total_in * a.hit_ratio * a.p_cache_read + a.output_tokens * a.p_output))
             FILTER (a.served AND a.outcome = 'success' AND a.fallback_depth > 0)

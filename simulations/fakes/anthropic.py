@@ -37,17 +37,22 @@ def _dumps(obj: Any) -> bytes:
 
 
 def conversation(body: dict[str, Any], model: str) -> Conversation:
-    last = body["messages"][-1]
+    messages = body["messages"]
+    users = [m for m in messages if m.get("role") == "user"]
     text, results = "", []
-    if last.get("role") == "user":
-        content = last.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if users:
+        blocks = _blocks(users[-1].get("content"))
         text = " ".join(b["text"] for b in blocks if b.get("type") == "text")
         results = [
             (b["tool_use_id"], _text_of(b.get("content")))
             for b in blocks
             if b.get("type") == "tool_result"
         ]
+    prefill = None
+    if messages[-1].get("role") == "assistant":  # prefill: the answer continues this text
+        prefill = "".join(
+            b["text"] for b in _blocks(messages[-1].get("content")) if b.get("type") == "text"
+        )
     tools = tuple(
         Tool(t["name"], t.get("input_schema") or {})
         for t in body.get("tools") or []
@@ -62,7 +67,12 @@ def conversation(body: dict[str, Any], model: str) -> Conversation:
         tool_choice=choice.get("name") if choice.get("type") == "tool" else choice.get("type"),
         max_tokens=body.get("max_tokens"),
         stream=bool(body.get("stream")),
+        prefill=prefill,
     )
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content or []
 
 
 def _text_of(content: Any) -> str:

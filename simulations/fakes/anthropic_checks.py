@@ -4,7 +4,8 @@ Follows the API's own 400 messages (`invalid_request_error`) for the mistakes a 
 gateway makes: no anthropic-version header, missing max_tokens, roles that do not alternate
 or do not start with "user", a `system` role message, tool_use blocks not answered by
 tool_result blocks (first in the content) of the very next message, tool ids outside
-^[a-zA-Z0-9_-]+$, tool input that is not an object, an input_schema not of type object.
+^[a-zA-Z0-9_-]+$, tool input that is not an object, an input_schema not of type object, a
+final assistant message (prefill) that ends with whitespace.
 A missing key is a 401 `authentication_error`; any non-empty key is accepted unless the fake
 was given a set of valid keys.
 """
@@ -156,6 +157,9 @@ def _check_messages(messages: Any) -> ErrorShape | None:
         previous_uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
     if previous_uses:
         return _unanswered(len(messages) - 1, previous_uses)
+    final = blocks[-1] if role == "assistant" and blocks else {}  # the last message's blocks
+    if final.get("type") == "text" and final["text"] != final["text"].rstrip():
+        return _problem("messages: final assistant content cannot end with trailing whitespace")
     return None
 
 

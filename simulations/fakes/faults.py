@@ -22,6 +22,10 @@ Fault-spec syntax (the same everywhere: scripts, schedules, the `x-fake-fault` h
   is chosen for (otherwise the request is answered "ok"); the draw uses the fake's seeded RNG.
 - Error and HTML faults accept `delay=<seconds>` (the answer comes after that wait); error
   faults also `message=...` and, where they have a JSON and an HTML form, `body=json|html`.
+- Every fault that answers accepts `text=...` (the reply text) or `words=<n>` (a reply of n
+  words, for streams of many events: `bad_event:after_events=9,words=120`).
+- `context_overflow:window=N,tokens=M` answers normally when M <= N (the prompt fits), so the
+  same spec on every model overflows only the small ones; without `tokens` it always overflows.
 
 Per-dialect shapes: where the providers differ the fault does what each one really does
 (e.g. "overloaded" is an Anthropic 529 `overloaded_error` but an OpenAI 503 "engine
@@ -29,7 +33,11 @@ overloaded"); the summary of each entry and `reference/fault-catalogue.md` say w
 Faults that only make sense with streaming map to their nearest non-streaming form when the
 request did not ask to stream (stream_cut → truncated, stream_error → the HTTP error of that
 type, slow_drip → headers after the drip time, slow_tokens → headers after all tokens,
-bad_event → the healthy answer).
+late_first_token → the whole answer after `delay`, bad_event and no_done → the healthy answer,
+stream_stall → half the body, then silence).
+
+Waits that never end (`read_timeout`, `stream_stall`, `slow_drip:then=hang`) hold the
+connection open and idle until the client closes it; the server then drops the exchange.
 """
 
 from __future__ import annotations
@@ -141,14 +149,16 @@ CATALOGUE: tuple[Fault, ...] = (
              "Invalid 'messages[0].content': string too short. Expected a string with minimum "
              "length 1, but got an empty string instead.",
              code="string_below_min_length", param="messages[0].content")),
-    _error("context_overflow", 2, FF, "400 context window exceeded (window=, tokens=)",
+    _error("context_overflow", 2, FF,
+           "400 context window exceeded (window=, tokens=); answered when tokens <= window",
            _OVERFLOW_AN,
            E(400, "invalid_request_error",
              "This model's maximum context length is {window} tokens. However, your messages "
              "resulted in {tokens} tokens. Please reduce the length of the messages.",
              code="context_length_exceeded", param="messages"),
            window=None, tokens=None),
-    _error("context_overflow_compat", 2, FF, "400 context overflow as DeepSeek-like servers say it",
+    _error("context_overflow_compat", 2, FF,
+           "400 context overflow as DeepSeek-like servers say it (as context_overflow)",
            _OVERFLOW_AN,
            E(400, "invalid_request_error",
              "This model's maximum context length is {window} tokens. However, you requested "
@@ -244,6 +254,9 @@ CATALOGUE: tuple[Fault, ...] = (
           mode="rst"),
     _fault("read_timeout", 16, AMB, "hang", "headers only after `delay` s (default never), then ok",
            {"delay": float("inf")}),
+    _fault("late_first_token", 16, AMB, "late",
+           "stream: head and message start at once, the first content after `delay` s; "
+           "no stream: the whole answer after `delay` s", {"delay": 30.0}),
     _fault("truncated", 17, AMB, "truncated", "content-length larger than the body, then close",
            {"fraction": 0.5}),
     _fault("truncated_chunked", 17, AMB, "truncated", "chunked body cut before its last chunk",
@@ -261,12 +274,28 @@ CATALOGUE: tuple[Fault, ...] = (
     # 21-25: streaming and tool calls
     _fault("stream_cut", 21, RF, "stream", "stream dies after N events (close=abrupt|clean)",
            {"after_events": 3, "close": "abrupt"}),
+    _fault("no_done", 21, OK, "stream",
+           "whole stream with its finish reason and usage, but no OA [DONE] / AN message_stop "
+           "(close=clean|abrupt)", {"close": "clean"}),
+    _fault("prefill_rejected", 21, FF, "prefill",
+           "400 to a request whose last message is the assistant's (prefill, continuation); "
+           "any other request is answered",
+           an=E(400, "invalid_request_error",
+                "This model does not support assistant message prefill. The conversation must "
+                "end with a user message."),
+           oa=E(400, "invalid_request_error",
+                "Invalid 'messages': the last message must have role 'user' or 'tool'; "
+                "continuing an assistant message (prefill) is not supported by this model.",
+                code="invalid_value", param="messages")),
     _fault("stream_error", 22, RF, "stream", "in-band error event after N events",
            {"after_events": 3, "type": "overloaded_error"}),
     _fault("slow_drip", 23, RF, "stream",
            "only pings / `:` comments (start=true: the first event first; then=cut|ok|hang)",
            {"interval": 1.0, "count": 30, "start": False, "then": "cut"}),
     _fault("slow_tokens", 23, RF, "answer", "content deltas `interval` s apart", {"interval": 2.0}),
+    _fault("stream_stall", 23, RF, "stream",
+           "after N events nothing more, the connection left open until the client closes it",
+           {"after_events": 1}),
     _fault("stream_as_json", 24, ADAPT, "answer", "stream:true answered with plain JSON"),
     _fault("bad_tool_args", 25, OK, "answer", "a tool call whose arguments are not valid JSON"),
     # 26: a healthy stream with an event nobody can read in it

@@ -7,7 +7,12 @@ what survived translation:
 - tools offered and no tool result in the last user turn → a call to the first tool (or the
   one `tool_choice` names) with arguments built from its input schema;
 - tool results in the last user turn → text quoting them: "tool results: <id>=<content>; ...";
-- otherwise → "echo: <last user text>" (or the configured reply text).
+- otherwise → "echo: <last user text>" (or the configured reply text);
+- a last message that is the assistant's (Anthropic prefill; in the OpenAI dialect too, as
+  the compatible servers that continue a final assistant message do) → the rest of that
+  answer after the prefilled text, never the prefill again: "echo: hello" prefilled with
+  "echo: he" answers "llo". A prefill that is not the start of the answer gets the whole
+  answer. The `prefill_rejected` fault refuses such requests instead.
 
 Tokens are estimated at ~4 characters each. `PromptCache` remembers prompt prefixes the way
 each provider's cache does, so a repeated prompt reports cache reads.
@@ -48,6 +53,9 @@ class Conversation:
     max_tokens: int | None = None
     stream: bool = False
     include_usage: bool = False  # OpenAI stream_options.include_usage
+    # The text of a last message that is the assistant's (prefill, or a stream continued
+    # elsewhere): the answer continues it. None when the last message is the user's.
+    prefill: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,10 @@ def make_answer(
     conv: Conversation, prompt: PromptUsage, ids: Ids, dialect: str, reply_text: str | None = None
 ) -> Answer:
     answer_id = ids.message(dialect)
+    if conv.prefill is not None:  # text continues text: no tool call after a prefill
+        whole = reply_text or f"echo: {conv.last_user_text}"
+        rest = whole[len(conv.prefill) :] if whole.startswith(conv.prefill) else whole
+        return _capped(Answer(answer_id, rest, prompt=prompt), conv)
     if conv.tool_results:
         quoted = "; ".join(f"{call_id}={content}" for call_id, content in conv.tool_results)
         return _capped(
@@ -166,6 +178,14 @@ def _capped(answer: Answer, conv: Conversation) -> Answer:
     if len(answer.text) <= limit:
         return answer
     return answer.but(text=answer.text[:limit], stop="max_tokens")
+
+
+_WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
+
+
+def words_text(count: int) -> str:
+    """A reply of `count` words (the `words=` fault parameter), long enough for many events."""
+    return " ".join(_WORDS[i % len(_WORDS)] for i in range(count)) + "."
 
 
 def split_text(text: str, size: int = 12) -> list[str]:

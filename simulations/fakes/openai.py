@@ -71,6 +71,9 @@ def conversation(body: dict[str, Any], model: str) -> Conversation:
     elif choice == "required":
         choice = "any"
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    last, prefill = messages[-1], None
+    if last.get("role") == "assistant" and not last.get("tool_calls"):
+        prefill = _text_of(last.get("content"), "")  # the answer continues this text
     return Conversation(
         model=model,
         last_user_text=text,
@@ -80,12 +83,13 @@ def conversation(body: dict[str, Any], model: str) -> Conversation:
         max_tokens=max_tokens,
         stream=bool(body.get("stream")),
         include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+        prefill=prefill,
     )
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: Any, joint: str = " ") -> str:
     if isinstance(content, list):
-        return " ".join(
+        return joint.join(
             p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
         )
     return "" if content is None else str(content)

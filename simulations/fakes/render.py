@@ -18,7 +18,8 @@ from typing import Any
 
 from simulations.fakes import anthropic, openai
 from simulations.fakes.faults import ErrorShape, FaultSpec, embedded_fault
-from simulations.fakes.model import Answer, Conversation, Ids, tokens, tool_call_for
+from simulations.fakes.model import Answer, Conversation, Ids, tokens, tool_call_for, words_text
+from simulations.fakes.pages import CLOUDFLARE, html_reply
 from simulations.fakes.reply import Event, Piece, Reply
 
 JSON = ("content-type", "application/json")
@@ -37,6 +38,7 @@ class Context:
     wall: datetime
     token_interval: float
     run_model: Callable[[str | None], Answer]  # the model's answer; reads and fills the cache
+    reply_text: str | None = None  # the spec's `text=` / `words=`, for every fault that answers
     _answer: Answer | None = field(default=None, repr=False)
 
     @property
@@ -47,9 +49,9 @@ class Context:
     def created(self) -> int:
         return int(self.wall.timestamp())
 
-    def answer(self, reply_text: str | None = None) -> Answer:
+    def answer(self) -> Answer:
         if self._answer is None:
-            self._answer = self.run_model(reply_text)
+            self._answer = self.run_model(self.reply_text)
         return self._answer
 
     @property
@@ -58,6 +60,13 @@ class Context:
 
 
 def render(spec: FaultSpec, ctx: Context) -> Reply:
+    words = spec.get("words")
+    if words is not None:
+        if not isinstance(words, int) or isinstance(words, bool) or words < 1:
+            raise ValueError(f"words must be a whole number of at least 1, not {words!r}")
+        ctx.reply_text = words_text(words)
+    if spec.get("text") is not None:
+        ctx.reply_text = str(spec.get("text"))
     reply = _RENDERERS[spec.fault.kind](spec, ctx)
     reply.paid = ctx.paid
     return reply
@@ -67,7 +76,7 @@ def render(spec: FaultSpec, ctx: Context) -> Reply:
 
 
 def _ok(spec: FaultSpec, ctx: Context) -> Reply:
-    return answer_reply(ctx, ctx.answer(spec.get("text")))
+    return answer_reply(ctx, ctx.answer())
 
 
 def answer_reply(
@@ -121,6 +130,25 @@ def _hang(spec: FaultSpec, ctx: Context) -> Reply:
     return reply
 
 
+def _late(spec: FaultSpec, ctx: Context) -> Reply:
+    """late_first_token: a stream opens at once and its first content comes `delay` s later."""
+    if not ctx.conv.stream:
+        return _hang(spec, ctx)
+    events = _events(ctx)
+    pieces = _paced(events, ctx.token_interval)
+    # An answer with no content at all (valid-but-empty) is late with its end instead.
+    first = next((i for i, e in enumerate(events) if e.content), len(events) - 1)
+    pieces[first] = Piece(pieces[first].data, pieces[first].delay + float(spec.get("delay")))
+    return Reply(200, list(SSE), pieces=pieces)
+
+
+def _prefill(spec: FaultSpec, ctx: Context) -> Reply:
+    """prefill_rejected: only a request that ends with the assistant's text is refused."""
+    if ctx.conv.prefill is None:
+        return _ok(spec, ctx)
+    return _error(spec, ctx)
+
+
 # --- HTTP errors -------------------------------------------------------------------------
 
 
@@ -154,6 +182,14 @@ def error_shape(spec: FaultSpec, ctx: Context, dialect: str | None = None) -> Er
     )
 
 
+def _fits(spec: FaultSpec, ctx: Context) -> bool:
+    """A context overflow told its prompt size (`tokens=`) answers a prompt that fits the
+    window (`window=`, else the dialect's), so one spec overflows a small model only."""
+    given = spec.params.get("tokens")
+    window = spec.get("window") or ctx.dialect.CONTEXT_WINDOW
+    return isinstance(given, int | float) and given <= window
+
+
 _AZURE_INNERERROR = {
     "code": "ResponsibleAIPolicyViolation",
     "content_filter_result": {"hate": {"filtered": True, "severity": "high"}},
@@ -181,6 +217,8 @@ def error_reply(
 
 
 def _error(spec: FaultSpec, ctx: Context) -> Reply:
+    if spec.name in ("context_overflow", "context_overflow_compat") and _fits(spec, ctx):
+        return _ok(spec, ctx)
     return error_reply(ctx, error_shape(spec, ctx), spec.get("body"), float(spec.get("delay", 0.0)))
 
 
@@ -210,43 +248,6 @@ def _html(spec: FaultSpec, ctx: Context) -> Reply:
     if spec.name == "cf_52x" and status not in CLOUDFLARE:
         raise ValueError(f"cf_52x status must be 520..524, not {status}")
     return html_reply(ctx, status, float(spec.get("delay", 0.0)))
-
-
-NGINX_TITLES = {
-    413: "413 Request Entity Too Large",
-    502: "502 Bad Gateway",
-    503: "503 Service Temporarily Unavailable",
-    504: "504 Gateway Time-out",
-}
-CLOUDFLARE = {
-    520: "Web server is returning an unknown error",
-    521: "Web server is down",
-    522: "Connection timed out",
-    523: "Origin is unreachable",
-    524: "A timeout occurred",
-}
-
-
-def html_reply(ctx: Context, status: int, delay: float = 0.0) -> Reply:
-    """The page Cloudflare (or the nginx behind it) shows instead of the API's JSON."""
-    ray = ctx.ids.ray()
-    if status in CLOUDFLARE:
-        title = f"{ctx.dialect.HOST} | {status}: {CLOUDFLARE[status]}"
-        page = (
-            '<!DOCTYPE html>\n<html lang="en-US">\n<head>\n<title>' + title + "</title>\n"
-            '<meta charset="UTF-8" />\n</head>\n<body>\n<div id="cf-error-details">\n'
-            f'<h1><span class="inline-block">{CLOUDFLARE[status]}</span>\n'
-            f'<span class="code-label">Error code {status}</span></h1>\n'
-            f"<p>Cloudflare Ray ID: <strong>{ray}</strong></p>\n</div>\n</body>\n</html>\n"
-        )
-    else:
-        title = NGINX_TITLES.get(status, f"{status} Error")
-        page = (
-            f"<html>\r\n<head><title>{title}</title></head>\r\n<body>\r\n<center><h1>{title}</h1>"
-            "</center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n"
-        )
-    headers = [("content-type", "text/html"), ("server", "cloudflare"), ("cf-ray", ray)]
-    return Reply(status, headers, page.encode(), head_delay=delay)
 
 
 # --- bodies that are not a usable answer ---------------------------------------------------
@@ -290,19 +291,36 @@ def _truncated(spec: FaultSpec, ctx: Context) -> Reply:
 # --- streams -----------------------------------------------------------------------------
 
 
+def _events(ctx: Context) -> list[Event]:
+    return ctx.dialect.events(ctx.answer(), ctx.model, ctx.conv, ctx.created)
+
+
+def _close(spec: FaultSpec) -> bool:
+    """Whether the stream ends by dropping the connection (`close=abrupt`) or cleanly."""
+    close = spec.get("close")
+    if close not in ("abrupt", "clean"):
+        raise ValueError(f"close must be abrupt or clean, not {close!r}")
+    return close == "abrupt"
+
+
 def _stream(spec: FaultSpec, ctx: Context) -> Reply:
     name = spec.name
     if not ctx.conv.stream:
         return _stream_fault_without_stream(spec, ctx)
-    events = ctx.dialect.events(ctx.answer(), ctx.model, ctx.conv, ctx.created)
+    events = _events(ctx)
     if name == "stream_cut":
         n = int(spec.get("after_events"))
         return Reply(
-            200,
-            list(SSE),
-            pieces=_paced(events[:n], ctx.token_interval),
-            cut=spec.get("close") != "clean",
+            200, list(SSE), pieces=_paced(events[:n], ctx.token_interval), cut=_close(spec)
         )
+    if name == "no_done":  # finished (finish reason, usage) but never says so at the end
+        # OpenAI's last event is its [DONE] terminator, Anthropic's message_stop.
+        whole = events[:-1]
+        return Reply(200, list(SSE), pieces=_paced(whole, ctx.token_interval), cut=_close(spec))
+    if name == "stream_stall":  # then silence, with the connection held open
+        n = int(spec.get("after_events"))
+        pieces = _paced(events[:n], ctx.token_interval)
+        return Reply(200, list(SSE), pieces=[*pieces, Piece(b"", math.inf)])
     if name == "stream_error":
         n = int(spec.get("after_events"))
         shape = error_shape(FaultSpec(embedded_fault(str(spec.get("type"))), spec.params), ctx)
@@ -337,8 +355,12 @@ def _stream_fault_without_stream(spec: FaultSpec, ctx: Context) -> Reply:
     if spec.name == "stream_error":
         fault = embedded_fault(str(spec.get("type")))
         return _RENDERERS[fault.kind](FaultSpec(fault, {}), ctx)
-    if spec.name == "bad_event":  # a whole body has no events to break
+    if spec.name in ("bad_event", "no_done"):  # a whole body has no events to break or end
         return _ok(spec, ctx)
+    if spec.name == "stream_stall":  # half the body, then silence
+        full = _dumps(ctx.dialect.message(ctx.answer(), ctx.model, ctx.created))
+        pieces = [Piece(full[: len(full) // 2]), Piece(b"", math.inf)]
+        return Reply(200, [JSON], pieces=pieces)
     reply = _ok(spec, ctx)
     reply.head_delay = float(spec.get("interval")) * int(spec.get("count"))
     if spec.get("then") == "hang":
@@ -358,7 +380,8 @@ def _connection(spec: FaultSpec, ctx: Context) -> Reply:
 
 
 _RENDERERS: dict[str, Callable[[FaultSpec, Context], Reply]] = {
-    "ok": _ok, "answer": _answer_variant, "hang": _hang, "error": _error,
+    "ok": _ok, "answer": _answer_variant, "hang": _hang, "late": _late, "prefill": _prefill,
+    "error": _error,
     "rate_limit": _rate_limit, "html": _html, "body": _body, "truncated": _truncated,
     "stream": _stream, "connection": _connection,
 }  # fmt: skip

@@ -140,6 +140,15 @@ class FakeProviders(Controlled):
         await self._server.wait_closed()
         self._server = None
 
+    async def connections_closed(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for every connection open now to end; True if they all did.
+        A fault that never answers must still let go once its client hangs up."""
+        open_now = list(self._connections)
+        if not open_now:
+            return True
+        _, pending = await asyncio.wait(open_now, timeout=timeout)
+        return not pending
+
     async def __aenter__(self) -> FakeProviders:
         return await self.start()
 

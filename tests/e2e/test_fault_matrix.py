@@ -44,6 +44,10 @@ class Expected:
 
 
 def expected(fault: Fault) -> Expected:
+    if fault.name == "prefill_rejected":
+        # Refused only when the last message is the assistant's (a continuation): the matrix's
+        # question ends with the user, so it is answered (tests/fakes covers the refusal).
+        return Expected(True, False, 1, "served")
     if fault.decision in ("ok", "adapt") or fault.name == "refusal":
         # A refusal is an answer: no provider shopping to get past it (row 4).
         return Expected(True, False, 1, "served")

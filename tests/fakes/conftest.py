@@ -45,8 +45,15 @@ class Backend:
             fault=fault, **body
         )
 
-    async def stream(self, dialect: str, fault: str | None = None, **body: Any) -> Streamed:
-        """Send with stream:true and read what arrives, keeping the error that ends it, if any."""
+    async def stream(
+        self,
+        dialect: str,
+        fault: str | None = None,
+        timeout: httpx.Timeout | None = None,
+        **body: Any,
+    ) -> Streamed:
+        """Send with stream:true and read what arrives, keeping the error that ends it, if any
+        (a `timeout` for the request replaces the client's)."""
         if dialect == "anthropic":
             path, headers, payload = "/v1/messages", AN_HEADERS, an_body(**{"stream": True, **body})
         else:
@@ -57,8 +64,9 @@ class Backend:
             )
         chunks: list[bytes] = []
         error: Exception | None = None
+        timeout_ = self.client.timeout if timeout is None else timeout
         async with self.client.stream(
-            "POST", path, headers=with_fault(headers, fault), json=payload
+            "POST", path, headers=with_fault(headers, fault), json=payload, timeout=timeout_
         ) as response:
             try:
                 async for chunk in response.aiter_bytes():

@@ -3,6 +3,7 @@ latency; the call log; the /_fake/ control endpoints; running the server from sy
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
@@ -10,7 +11,8 @@ import time
 import httpx
 import pytest
 
-from simulations.fakes import FakeProviders
+from simulations.fakes import FakeApp, FakeProviders, FakeTransport
+from simulations.fakes.app import Incoming
 from simulations.fakes.control import Latency
 
 from .wire import AN_HEADERS, an_body
@@ -172,3 +174,65 @@ def test_the_server_runs_in_a_thread_for_sync_callers():
         assert codes == [529, 200]
         assert len(fake.calls()) == 2
         assert fake.openai_url == fake.base_url + "/v1"
+
+
+NEW_FAULTS = {  # the faults of issue 20, each with a spec that sets its parameters
+    "late_first_token": "late_first_token:delay=20",
+    "no_done": "no_done:close=clean",
+    "prefill_rejected": "prefill_rejected",
+    "stream_stall": "stream_stall:after_events=4",
+    "bad_event": "bad_event:after_events=9,count=1,words=120",
+    "context_overflow": "context_overflow:window=8000,tokens=9000",
+    "read_timeout": "read_timeout",
+}
+
+
+def _choose_by(route: str, spec: str) -> tuple[FakeApp, dict[str, str], str]:
+    """A fresh app, the request headers and the model name that select `spec` by `route`."""
+    app, headers, model = FakeApp(), dict(AN_HEADERS), "claude-test"
+    if route == "header":
+        headers["x-fake-fault"] = spec
+    elif route == "model":
+        model = f"claude-test#{spec}"
+    elif route == "script":
+        app.controls.script("claude-test", [spec])
+    elif route == "transport_script":
+        app = FakeTransport(script=[spec]).app
+    elif route == "schedule":
+        app.controls.schedule(windows=[{"start_s": 0, "end_s": 60, "fault": spec}])
+    else:
+        app.configure(default_fault=spec)
+    return app, headers, model
+
+
+@pytest.mark.parametrize("name", NEW_FAULTS)
+@pytest.mark.parametrize(
+    ("route", "source"),
+    [("header", "header"), ("model", "model"), ("script", "script"),
+     ("transport_script", "script"), ("schedule", "schedule"), ("default", "default")],
+)  # fmt: skip
+def test_each_new_fault_is_chosen_by_every_route(name, route, source):
+    app, headers, model = _choose_by(route, NEW_FAULTS[name])
+    body = {**an_body(stream=True), "model": model}
+    body["messages"] = [*body["messages"], {"role": "assistant", "content": "echo:"}]
+    reply = app.handle(Incoming("POST", "/v1/messages", headers, json.dumps(body).encode()))
+    (call,) = app.calls()
+    assert (call.fault, call.source) == (NEW_FAULTS[name], source)
+    assert reply.status == (400 if name in ("prefill_rejected", "context_overflow") else 200)
+
+
+async def test_the_fault_list_describes_each_new_fault(backend):
+    listed = {f["name"]: f for f in (await backend.client.get("/_fake/faults")).json()}
+    assert {n: (listed[n]["row"], listed[n]["decision"]) for n in NEW_FAULTS} == {
+        "late_first_token": (16, "ambiguous"),
+        "no_done": (21, "ok"),
+        "prefill_rejected": (21, "fail_fast"),
+        "stream_stall": (23, "retry_then_fall_back"),
+        "bad_event": (26, "ok"),
+        "context_overflow": (2, "fail_fast"),
+        "read_timeout": (16, "ambiguous"),
+    }
+    assert listed["late_first_token"]["defaults"] == {"delay": 30.0}
+    assert listed["stream_stall"]["defaults"] == {"after_events": 1}
+    assert listed["read_timeout"]["defaults"] == {"delay": "inf"}
+    assert all(listed[n]["summary"] for n in NEW_FAULTS)

@@ -132,6 +132,20 @@ class Gateway:
     def openai_url(self) -> str:
         return self.server.url + "/v1"
 
+    def stop_and_ingest(self, paths: DataPaths) -> None:
+        """Stop serving, write what the recorder holds, and run one real scheduler cycle: the
+        attempts are in `paths.database`, rolled up, as the dashboard and reports read them."""
+        from engine.scheduler import Pipeline
+
+        self.server.stop()
+        assert self.sw.recorder is not None
+        self.sw.recorder.flush()
+        pipeline = Pipeline(paths)
+        try:
+            pipeline.cycle()
+        finally:
+            pipeline.close()
+
 
 GatewayFactory = Callable[..., Gateway]
 

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.paths import DataPaths
-from engine.scheduler import Pipeline
 from simulations.fakes import FakeProviders
 
 from .conftest import GATEWAY_KEY, PROVIDER_KEYS, GatewayFactory, user
@@ -73,14 +72,7 @@ def test_a_key_or_prompt_quoted_by_a_provider_is_stored_and_logged_nowhere(
     assert flagged.headers["x-switchover-quality-error"] == (
         "schema: $.count: must be of type 'integer'"
     )
-    gw.server.stop()
-    assert gw.sw.recorder is not None
-    gw.sw.recorder.flush()
-    pipeline = Pipeline(paths)
-    try:
-        pipeline.cycle()
-    finally:
-        pipeline.close()
+    gw.stop_and_ingest(paths)
 
     stored = everything_at_rest(paths.root)
     logged = "\n".join(record.getMessage() for record in caplog.records) + caplog.text

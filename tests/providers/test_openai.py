@@ -551,12 +551,15 @@ async def test_error_event_of_a_compatible_server_raises():
         await collect(provider)
 
 
-async def test_stream_without_done_is_a_cut_stream():
-    body = sse(chunk({"content": "Hel"}), chunk({}, "stop"), done=False)
+async def test_stream_without_a_finish_reason_or_done_is_a_cut_stream():
+    """A finish reason without [DONE] is a whole answer (tests/providers/test_stream_completion);
+    without either, the body ended mid-answer."""
+    body = sse(chunk({"content": "Hel"}), done=False)
     provider, _ = make(streamed(body))
     with pytest.raises(ProviderFault) as caught:
         await collect(provider)
     assert caught.value.error_class == "stream_cut"
+    assert caught.value.status == 200
 
 
 async def test_stream_cut_inside_an_event_is_a_cut_stream_not_garbage():

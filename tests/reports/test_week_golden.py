@@ -98,7 +98,7 @@ def week(tmp_path_factory) -> FixtureWeek:
 
     - W46: a 3-minute primary outage at 23:38 (an incident, a breaker opening and an alert
       that all belong to the week before);
-    - 23:59:48: the primary hangs (read timeout) and the request's retry starts after
+    - 23:59:48: the primary hangs (read timeout) and the request's backup answers after
       midnight; then, until 00:06, it answers 529: one incident across the boundary;
     - 00:19: both providers down for 2 minutes (unavailable and all-skipped requests);
     - 00:26: a minute of malformed-request rejections (request faults).
@@ -274,19 +274,22 @@ def test_a_request_skipped_by_every_target_counts_as_one_unavailable_request(wee
 
 
 def test_a_request_spanning_midnight_counts_in_the_week_of_its_first_attempt(week):
-    """Its request figures go to the week before; the attempt it made after midnight is
-    spent (and wasted) in this week."""
+    """Its primary hung from 23:59:48 until the reserve line, 20 s on; its backup answered
+    after midnight (the budget's reserve kept for it). Its request figures go to the week
+    before; the answer it got after midnight is spent in this week."""
     first = week.attempts.groupby("request_id")["started_at"].agg(["min", "max"])
     [spanning] = first[(first["min"] < START) & (first["max"] >= START)].index
-    assert week.requests.set_index("request_id").loc[spanning, "unavailable"]
+    request = week.requests.set_index("request_id").loc[spanning]
+    assert request["answered"] and request["by_fallback"]
     this = _within(week.requests, "first_at", START, END)
     assert spanning not in set(this["request_id"])
     assert week.report.unavailable == this["unavailable"].sum()
-    late = week.attempts[
-        (week.attempts["request_id"] == spanning) & (week.attempts["started_at"] >= START)
-    ]
-    assert _cost(late) > 0, "a read timeout is billed for its estimated prompt"
-    assert week.report.wasted >= _cost(late)
+    mine = week.attempts[week.attempts["request_id"] == spanning]
+    late = mine[mine["started_at"] >= START]
+    assert list(late["outcome"]) == ["success"] and list(late["target"]) == [GPT]
+    assert _cost(late) > 0
+    early = mine[mine["started_at"] < START]
+    assert list(early["error_class"]) == ["read_timeout"], "no retry: it did not fit"
 
 
 # --- money ----------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
     python tests/store/driver.py hold DB
     python tests/store/driver.py ingest DB SPOOL MAX_FILES
-    python tests/store/driver.py pipeline DB SPOOL PUBLISHED SECONDS
-    python tests/store/driver.py reader PUBLISHED SECONDS INTERVAL
+    python tests/store/driver.py pipeline DB SPOOL PUBLISHED SECONDS [DONE_FILE]
+    python tests/store/driver.py reader PUBLISHED SECONDS INTERVAL [MIN_QUERIES]
 
 Each prints "ready" once it holds what it needs, and a JSON summary as its last line.
 """
@@ -42,13 +42,20 @@ def ingest(db: str, spool: str, max_files: str) -> None:
     say(json.dumps({"files": files, "rows": rows, "skipped": skipped}))
 
 
-def pipeline(db: str, spool: str, published: str, seconds: str) -> None:
-    """Ingest and publish back to back for `seconds`, then until the spool is empty."""
+def pipeline(db: str, spool: str, published: str, seconds: str, done_file: str = "") -> None:
+    """Ingest and publish back to back for `seconds`, then until the spool is empty. With a
+    `done_file`, first also until that file exists: its writer has written its last spool
+    file, so an empty spool then means everything was ingested."""
     con = open_store(Path(db))
     say("ready")
     end = time.monotonic() + float(seconds)
     cycles = rows = 0
-    while time.monotonic() < end or pending_files(Path(spool))[0]:
+
+    def writing() -> bool:
+        return time.monotonic() < end or (bool(done_file) and not Path(done_file).exists())
+
+    # `writing()` first: once it is False every file is in place, so the spool check sees it.
+    while writing() or pending_files(Path(spool))[0]:
         rows += ingest_spool(con, Path(spool)).rows
         publish_recent_attempts(con, Path(published), datetime.now(UTC), hours=24 * 365 * 10)
         cycles += 1
@@ -58,8 +65,9 @@ def pipeline(db: str, spool: str, published: str, seconds: str) -> None:
     say(json.dumps({"cycles": cycles, "rows": rows}))
 
 
-def reader(published: str, seconds: str, interval: str) -> None:
-    """Query every `interval` seconds; count errors and any shrinking of the data."""
+def reader(published: str, seconds: str, interval: str, min_queries: str = "0") -> None:
+    """Query every `interval` seconds for `seconds` and at least `min_queries` times (counted,
+    not timed: a loaded machine is slow); count errors and any shrinking of the data."""
     data = PublishedData(Path(published))
     say("ready")
     since = datetime.now(UTC) - timedelta(days=3650)
@@ -67,7 +75,7 @@ def reader(published: str, seconds: str, interval: str) -> None:
     queries = errors = shrank = 0
     last = seen = 0
     first_error = None
-    while time.monotonic() < end:
+    while time.monotonic() < end or queries < int(min_queries):
         try:
             counts = data.query("attempt_counts_by_minute", since=since)
             latest = data.query("recent_attempts", since=since, limit=20)

@@ -81,6 +81,11 @@ def test_a_store_migrated_by_newer_code_is_refused(db_path: Path):
         open_store(db_path)
 
 
+# The attempt columns migration 7 and those after it added (7: unreadable_events; 11: the
+# continuation's marker): a store from before 7 has none of them.
+ADDED_SINCE_7 = ["unreadable_events", "continues_attempt", "continued_chars"]
+
+
 def _before_7(monkeypatch: pytest.MonkeyPatch) -> None:
     older = tuple(m for m in MIGRATIONS if m.version < 7)
     monkeypatch.setattr(migrations, "MIGRATIONS", older)
@@ -91,7 +96,7 @@ def test_migration_7_gives_earlier_attempts_no_unreadable_events_count(db_path, 
     """Rows from before the column existed hold NULL there: nobody counted, which is not 0."""
     _before_7(monkeypatch)
     con = open_store(db_path)
-    old = table([make_attempt(request_id="old")]).drop_columns(["unreadable_events"])
+    old = table([make_attempt(request_id="old")]).drop_columns(ADDED_SINCE_7)
     path = write_table(spool, "old", old)
     # As the ingest of the time did it (today's names the new column)
     con.execute(
@@ -119,3 +124,18 @@ def test_spool_files_from_before_migration_7_are_ingested_even_with_no_newer_fil
     assert (result.files, result.quarantined) == (2, 0)
     rows = store.execute("SELECT request_id, unreadable_events FROM attempts ORDER BY 1").fetchall()
     assert rows == [("a", None), ("b", None)]
+
+
+def test_spool_files_from_before_migration_11_are_ingested_as_no_continuation(store, spool):
+    old = table([make_attempt(request_id="old")]).drop_columns(
+        ["continues_attempt", "continued_chars"]
+    )
+    write_table(spool, "old", old)
+    write_spool(spool, "new", [make_attempt(request_id="new", attempt_number=2,
+                                            continues_attempt=1, continued_chars=412)])  # fmt: skip
+    result = ingest_spool(store, spool)
+    assert (result.files, result.quarantined) == (2, 0)
+    rows = store.execute(
+        "SELECT request_id, continues_attempt, continued_chars FROM attempts ORDER BY 1"
+    ).fetchall()
+    assert rows == [("new", 1, 412), ("old", None, None)]

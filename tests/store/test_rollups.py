@@ -235,3 +235,24 @@ def test_a_request_no_target_could_take_counts_as_unavailable_but_not_as_an_atte
     ).fetchone()
     assert row == (1, 1, 0, 0)
     con.close()
+
+
+def test_a_caller_who_left_during_the_backoff_abandoned_the_request_it_was_not_unavailable(
+    tmp_path,
+):
+    """The chain records a failed attempt `cancelled` when its caller leaves during the wait
+    before the retry: nothing more was tried, so nobody can say the providers were down."""
+    from alerts.store_rows import attempt
+
+    from engine.store.db import open_store
+
+    con = open_store(tmp_path / "left.duckdb")
+    at = datetime(2026, 11, 23, 10, 0, 30, tzinfo=UTC)
+    attempt(con, at, request_id="left", outcome="error", decision="cancelled", served=False,
+            error_class="overloaded", fault_kind="provider", http_status=529)  # fmt: skip
+    refresh(con, "minute", at, at, lambda kind, model: None)
+    row = con.execute(
+        "SELECT sum(requests), sum(abandoned), sum(unavailable) FROM rollup_minute"
+    ).fetchone()
+    assert row == (1, 1, 0)
+    con.close()

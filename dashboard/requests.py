@@ -1,0 +1,131 @@
+"""One request's attempts as a person reads them, for the Explorer: who answered it, and when
+a later target finished a stream that broke mid-answer (engine.continuation), the parts of that
+one answer. Pure: the request's attempts (a DataFrame of `request_attempts`) in, text and a
+table out; no Streamlit, no queries.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+
+from engine.money import format_usd
+
+# How the failure that ended a part reads in a sentence ("after a cut at 412 characters").
+_FAILURES = {"stream_cut": "a cut", "stream_stalled": "a stall"}
+COST_DIGITS = 6  # a request costs fractions of a cent: $0.000255, not $0.0003
+PART_COLUMNS = ["part", "attempt_number", "target", "from_character", "output_tokens",
+                "tokens_estimated", "cost"]  # fmt: skip
+
+
+def verdict(chain: pd.DataFrame) -> str:
+    """One sentence: the route, how many attempts, and who answered (in parts, if continued)."""
+    head = f"Route **{chain.iloc[0]['route']}**: {_attempts(len(chain))}, "
+    answered = chain[chain["served"] & (chain["outcome"] == "success")]
+    if answered.empty:
+        return head + "**not answered**" + _broken_off(chain) + "."
+    pieces = _pieces(chain)
+    if len(pieces) < 2:
+        return head + f"answered by **{answered.iloc[-1]['target']}**."
+    told = [f"one answer in {len(pieces)} parts: begun by **{pieces.iloc[0]['target']}**"]
+    for i in range(1, len(pieces)):
+        before, part = pieces.iloc[i - 1], pieces.iloc[i]
+        told.append(
+            f"{'continued' if i == 1 else 'then'} on **{part['target']}** after "
+            f"{_failure(before['error_class'])} at {_count(part['continued_chars'])} characters"
+        )
+    return head + ", ".join(told) + "."
+
+
+def parts(chain: pd.DataFrame) -> pd.DataFrame | None:
+    """The parts of a continued request's answer, one row each (the attempts whose text the
+    caller got, in order), their cost as shown; None for any other request."""
+    pieces = _continued(chain)
+    if pieces is None:
+        return None
+    shown = pieces.assign(
+        part=range(1, len(pieces) + 1),
+        from_character=[0, *(_count(c) for c in pieces["continued_chars"].iloc[1:])],
+        cost=[_shown(_rounded(c)) for c in pieces["cost_usd"]],
+    )
+    return shown[PART_COLUMNS].reset_index(drop=True)
+
+
+def parts_cost(chain: pd.DataFrame) -> str | None:
+    """ "The answer cost $0.000255: $0.000165 + $0.000090": the total is the sum of the parts
+    as shown, so the figures add up on the page. None unless the request was continued."""
+    pieces = _continued(chain)
+    if pieces is None:
+        return None
+    costs = [_rounded(c) for c in pieces["cost_usd"]]
+    priced = [c for c in costs if c is not None]
+    addends = " + ".join(_shown(c) for c in costs)
+    total = format_usd(sum(priced, Decimal(0)), COST_DIGITS)
+    if len(priced) < len(costs):
+        return f"The priced parts of the answer cost {total} ({addends})."
+    return f"The answer cost {total}: {addends}, each part priced by its own usage."
+
+
+def _continued(chain: pd.DataFrame) -> pd.DataFrame | None:
+    pieces = _pieces(chain)
+    if len(pieces) < 2 or pieces.iloc[-1]["outcome"] != "success":
+        return None
+    return pieces
+
+
+def present(chain: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Those of `columns` that hold a value for some attempt of the request (none of them in
+    a snapshot published before they existed): a column of blanks says nothing."""
+    return [c for c in columns if c in chain and chain[c].notna().any()]
+
+
+def _pieces(chain: pd.DataFrame) -> pd.DataFrame:
+    """The attempts whose text reached the caller, in order, when the answer was continued
+    (a served part followed by served continuations); the served attempt alone otherwise."""
+    if "continues_attempt" not in chain:  # a snapshot published before migration 11
+        return chain[chain["served"]].head(1)
+    continued = chain["continues_attempt"].notna() & chain["served"]
+    if not continued.any():
+        return chain[chain["served"]].head(1)
+    return chain[chain["served"]].sort_values("attempt_number")
+
+
+def _broken_off(chain: pd.DataFrame) -> str:
+    """For a stream that broke mid-answer and that no backup could continue: where it broke."""
+    if "continues_attempt" not in chain:
+        return ""
+    tried = chain[chain["continues_attempt"].notna()]
+    first = chain[chain["decision"] == "continue_elsewhere"]
+    if tried.empty or first.empty:
+        return ""
+    chars = _count(tried.iloc[0]["continued_chars"])
+    return (
+        f": the stream broke off after {_failure(first.iloc[0]['error_class'])} at {chars} "
+        f"characters, and no backup could continue it"
+    )
+
+
+def _failure(error_class: object) -> str:
+    if not isinstance(error_class, str) or not error_class:
+        return "a failure"
+    return _FAILURES.get(error_class, f"an error ({error_class})")
+
+
+def _count(value: object) -> int:
+    return 0 if pd.isna(value) else int(value)  # type: ignore[arg-type]
+
+
+def _attempts(n: int) -> str:
+    return f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
+def _rounded(cost: object) -> Decimal | None:
+    """A part's cost at the digits shown (None: its model has no known price)."""
+    if cost is None or pd.isna(cost):  # type: ignore[arg-type]
+        return None
+    return Decimal(str(cost)).quantize(Decimal(1).scaleb(-COST_DIGITS))
+
+
+def _shown(cost: Decimal | None) -> str:
+    return "no known price" if cost is None else format_usd(cost, COST_DIGITS)
