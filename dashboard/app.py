@@ -16,13 +16,13 @@ from engine.store.scheduler_status import banner, read_status
 st.set_page_config(page_title="Switchover", page_icon=":material/alt_route:", layout="wide")
 
 pages = [
-    st.Page("pages/live.py", title="Live", icon=":material/monitor_heart:", default=True),
-    st.Page("pages/costs.py", title="Costs", icon=":material/payments:"),
-    st.Page("pages/incidents.py", title="Incidents & alerts", icon=":material/warning:"),
-    st.Page("pages/readiness.py", title="Readiness", icon=":material/fact_check:"),
-    st.Page("pages/explorer.py", title="Explorer", icon=":material/search:"),
-    st.Page("pages/whatif.py", title="What-if", icon=":material/science:"),
-    st.Page("pages/reports.py", title="Reports", icon=":material/summarize:"),
+    st.Page("views/live.py", title="Live", icon=":material/monitor_heart:", default=True),
+    st.Page("views/costs.py", title="Costs", icon=":material/payments:"),
+    st.Page("views/incidents.py", title="Incidents & alerts", icon=":material/warning:"),
+    st.Page("views/readiness.py", title="Readiness", icon=":material/fact_check:"),
+    st.Page("views/explorer.py", title="Explorer", icon=":material/search:"),
+    st.Page("views/whatif.py", title="What-if", icon=":material/science:"),
+    st.Page("views/reports.py", title="Reports", icon=":material/summarize:"),
 ]
 page = st.navigation(pages)
 

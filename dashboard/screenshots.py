@@ -38,6 +38,7 @@ class Shot:
     path: Path
     charts: list[bool]  # per chart: whether it drew any point
     exceptions: list[str]  # the text of any Streamlit exception box
+    navigation: list[str]  # the sidebar's page links, as a person reads them
 
 
 @contextlib.contextmanager
@@ -75,12 +76,14 @@ def capture(
         tab.wait_for_timeout(500)
         charts = tab.evaluate(_CHARTS_WITH_DATA)
         exceptions = tab.locator('[data-testid="stException"]').all_inner_texts()
+        links = tab.locator('[data-testid="stSidebarNav"] a').all_inner_texts()
+        navigation = [link.strip().splitlines()[-1].strip() for link in links]  # no icon
         out_dir.mkdir(parents=True, exist_ok=True)
         shot = out_dir / f"{page}.png"
         tab.screenshot(path=str(shot), full_page=True)
     finally:
         tab.close()
-    return Shot(page, shot, charts, exceptions)
+    return Shot(page, shot, charts, exceptions, navigation)
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ def open_page(page: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     if page is not None:
-        at.switch_page(f"pages/{page}.py")
+        at.switch_page(f"views/{page}.py")
         at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

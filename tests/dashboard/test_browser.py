@@ -64,6 +64,18 @@ def chromium():
         yield running
 
 
+def test_a_page_opened_first_by_its_link_has_every_page_named_in_the_navigation(
+    dashboard, chromium, tmp_path
+):
+    """The first visit to a fresh dashboard is a bookmark of Incidents: Streamlit must run
+    app.py (the sidebar, the named pages), never a file of the page folder on its own, as it
+    does for a folder called `pages/`. Runs first: the module's dashboard is fresh."""
+    shot = capture(chromium, dashboard, "incidents", tmp_path)
+    assert shot.exceptions == []
+    assert shot.navigation == ["Live", "Costs", "Incidents & alerts", "Readiness", "Explorer",
+                               "What-if", "Reports"]  # fmt: skip
+
+
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_page_renders_without_an_exception_and_with_charts_that_have_data(
     dashboard, chromium, page, tmp_path

@@ -129,6 +129,6 @@ def test_times_are_shown_in_the_timezone_chosen(app_env):
     assert str(at.dataframe[-1].value["started_at"].dt.tz) == "UTC"
     at = open_page()
     at.selectbox(key="timezone").set_value("America/Sao_Paulo").run()
-    at.switch_page("pages/explorer.py").run()
+    at.switch_page("views/explorer.py").run()
     assert not at.exception
     assert str(at.dataframe[-1].value["started_at"].dt.tz) == "America/Sao_Paulo"

@@ -37,10 +37,8 @@ if request_id.strip():
             st.dataframe(parts, hide_index=True, width="stretch", key="parts")
             st.caption(requests.parts_cost(chain))
         shown = [*COLUMNS, *requests.present(chain, CONTINUATION_COLUMNS), "error_message"]
-        st.dataframe(
-            chain.assign(started_at=v.local(chain["started_at"]))[shown],
-            hide_index=True, width="stretch",
-        )  # fmt: skip
+        st.dataframe(v.table(chain, shown), hide_index=True, width="stretch",
+                     column_config={"started_at": f"started at ({v.tz.key})"})  # fmt: skip
 
 st.subheader("Filter attempts")
 values = data.query("attempt_values", since=(v.now - timedelta(days=1)).replace(second=0))
@@ -58,7 +56,8 @@ found = data.query(
 matching = int(found["matching"].iloc[0]) if len(found) else 0
 st.caption(f"{matching:,} attempts in the last {v.label} match; the newest 500 are listed.")
 st.dataframe(
-    found.assign(started_at=v.local(found["started_at"]))[COLUMNS],
+    v.table(found, COLUMNS),
     hide_index=True,
     width="stretch",
+    column_config={"started_at": f"started at ({v.tz.key})"},
 )
