@@ -88,7 +88,7 @@ def test_a_continued_stream_is_one_request_with_its_two_parts(explorer):
     assert 0 < int(found.group(1)) < len("echo: " + QUESTION)
     attempts = explorer.dataframe[1].value
     assert list(attempts["decision"]) == ["continue_elsewhere", "served"]
-    assert list(attempts["continues_attempt"].fillna(0)) == [0, 1]
+    assert list(attempts["continues_attempt"]) == ["—", "1"], "the first part continues none"
 
 
 def test_the_parts_costs_add_up_to_the_answers_cost(explorer):
