@@ -41,13 +41,13 @@ from engine.breaker import (
     BreakerPolicy,
     BreakerState,
     Event,
-    MemoryBreakerStore,
     OnChange,
     Status,
     _notable,
     admit,
     transition,
 )
+from engine.breaker_fallback import MemoryFallback
 from engine.clock import Clock
 
 log = logging.getLogger("switchover.breaker")
@@ -63,7 +63,7 @@ MAX_CONFLICTS = 64  # lost races on one key before a call gives up on sharing (n
 _FORMAT = 1
 
 
-class RedisBreakerStore:
+class RedisBreakerStore(MemoryFallback):
     """Breaker states in Redis: see the module docstring. `on_change` is called, with states in
     the caller's time, by the one process whose write made the change."""
 
@@ -78,16 +78,11 @@ class RedisBreakerStore:
         prefix: str = DEFAULT_PREFIX,
         retry_s: float = RETRY_S,
     ) -> None:
+        super().__init__(policy, policies_by_key, on_change, retry_s)
         self.redis = redis
-        self._policy = policy or BreakerPolicy()
-        self._policies = dict(policies_by_key or {})
-        self._on_change = on_change
         self._offset = clock_offset_s
         self._prefix = prefix
         self._index = f"{prefix}breakers"
-        self._retry_s = retry_s
-        self._memory = self._new_memory()
-        self.fallbacks = 0  # calls answered from memory because Redis was unreachable
         self._outage = RedisOutage(
             redis,
             "breaker store",
@@ -95,7 +90,6 @@ class RedisBreakerStore:
             back="breakers are shared",
             retry_s=retry_s,
         )
-        self._retry_at: float | None = None  # caller time; None: at the next admit or record
 
     @classmethod
     def from_url(
@@ -120,9 +114,6 @@ class RedisBreakerStore:
     def shared(self) -> bool:
         """False while Redis is unreachable and this process's memory answers."""
         return not self._outage.down
-
-    def policy_for(self, key: str) -> BreakerPolicy:
-        return self._policies.get(key, self._policy)
 
     async def admit(self, key: str, now: float) -> tuple[Admission, Status]:
         policy = self.policy_for(key)
@@ -219,15 +210,8 @@ class RedisBreakerStore:
 
     # --- falling back to memory ----------------------------------------------------------
 
-    def _use_memory(self, now: float) -> bool:
-        if not self._outage.down:
-            return False
-        if self._retry_at is None:
-            self._retry_at = now + self._retry_s
-        if now < self._retry_at:
-            self.fallbacks += 1
-            return True
-        return False  # time to try Redis again
+    def _backend_down(self) -> bool:
+        return self._outage.down
 
     def _lost(self, exc: Exception, now: float | None) -> None:
         self.fallbacks += 1
@@ -240,9 +224,6 @@ class RedisBreakerStore:
     def _restored(self) -> None:
         if self._outage.restored():
             self._memory = self._new_memory()
-
-    def _new_memory(self) -> MemoryBreakerStore:
-        return MemoryBreakerStore(self._policy, self._policies, self._on_change)
 
     # --- names and time ------------------------------------------------------------------
 

@@ -55,13 +55,13 @@ from engine.breaker import (
     BreakerPolicy,
     BreakerState,
     Event,
-    MemoryBreakerStore,
     OnChange,
     Status,
     _notable,
     admit,
     transition,
 )
+from engine.breaker_fallback import MemoryFallback
 
 log = logging.getLogger("switchover.breaker")
 
@@ -89,7 +89,7 @@ def boot_epoch() -> float:
     return time.time() - time.monotonic()
 
 
-class SQLiteBreakerStore:
+class SQLiteBreakerStore(MemoryFallback):
     """Breaker states in the SQLite file at `path`: see the module docstring. `on_change` is
     called by the one process whose write made the change."""
 
@@ -103,26 +103,17 @@ class SQLiteBreakerStore:
         retry_s: float = RETRY_S,
         boot: Callable[[], float] = boot_epoch,
     ) -> None:
+        super().__init__(policy, policies_by_key, on_change, retry_s)
         self.path = Path(path)
-        self._policy = policy or BreakerPolicy()
-        self._policies = dict(policies_by_key or {})
-        self._on_change = on_change
-        self._retry_s = retry_s
         self._boot = boot
         self._con: sqlite3.Connection | None = None  # opened by the first call
         self._rows: dict[str, tuple[tuple[object, ...], BreakerState]] = {}  # key → last seen
-        self._memory = self._new_memory()
-        self.fallbacks = 0  # calls answered from memory because the file could not be used
-        self._down = False
-        self._retry_at: float | None = None  # caller time; None: at the next admit or record
+        self._down = False  # the file unusable: memory answers (engine.breaker_fallback)
 
     @property
     def shared(self) -> bool:
         """False while the file is unusable and this process's memory answers."""
         return not self._down
-
-    def policy_for(self, key: str) -> BreakerPolicy:
-        return self._policies.get(key, self._policy)
 
     async def admit(self, key: str, now: float) -> tuple[Admission, Status]:
         policy = self.policy_for(key)
@@ -293,15 +284,8 @@ class SQLiteBreakerStore:
 
     # --- falling back to memory ----------------------------------------------------------
 
-    def _use_memory(self, now: float) -> bool:
-        if not self._down:
-            return False
-        if self._retry_at is None:
-            self._retry_at = now + self._retry_s
-        if now < self._retry_at:
-            self.fallbacks += 1
-            return True
-        return False  # time to try the file again
+    def _backend_down(self) -> bool:
+        return self._down
 
     def _lost(self, exc: Exception, now: float | None) -> None:
         self.fallbacks += 1
@@ -327,9 +311,6 @@ class SQLiteBreakerStore:
     def _contended(self, exc: _Busy) -> None:
         self.fallbacks += 1
         log.warning("breaker store: %s; this call used the process's memory", exc)
-
-    def _new_memory(self) -> MemoryBreakerStore:
-        return MemoryBreakerStore(self._policy, self._policies, self._on_change)
 
 
 class _Busy(sqlite3.OperationalError):
