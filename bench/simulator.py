@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.paths import DataPaths
+from simulations.arrivals import arrivals
 from simulations.scenario import load_scenario
-from simulations.simulate import arrivals, run_once, with_backup
+from simulations.simulate import run_once, with_backup
 
 SCENARIO = "anthropic-529-peak"
 TARGET_PER_S = 100_000  # the simulator issue's target

@@ -223,9 +223,10 @@ def simulate(
     import json
 
     from engine.paths import DataPaths
+    from simulations.arrivals import arrivals
     from simulations.report import comparison_table
+    from simulations.results import as_json
     from simulations.scenario import load_scenario
-    from simulations.simulate import arrivals, as_json
     from simulations.simulate import simulate as run
 
     try:

@@ -17,9 +17,11 @@ from engine.paths import DataPaths
 from engine.scheduler import Pipeline
 from engine.switchover import Switchover
 from engine.types import Message, Request
+from simulations.arrivals import arrivals
 from simulations.fakes import FakeProviders
+from simulations.results import RunResult, results_of
 from simulations.scenario import Scenario
-from simulations.simulate import RunResult, arrivals, results_of, with_backup
+from simulations.simulate import with_backup
 
 KEY_ENV = "SWITCHOVER_LIVE_SCENARIO_KEY"
 # The fake's name for each scenario fault kind ("slow" is a latency, not a fault: not here).

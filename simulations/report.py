@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.money import format_usd as _usd
-from simulations.simulate import Comparison, RunResult
+from simulations.results import Comparison, RunResult
 
 
 def _ms(value: float | None) -> str:

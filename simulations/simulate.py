@@ -23,16 +23,14 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 
 from engine.breaker import MemoryBreakerStore
 from engine.breaker_events import recording_changes
 from engine.chain import Chain, Target
 from engine.clock import VirtualClock
-from engine.config import Config, ProviderConfig, RouteConfig, parse_target
+from engine.config import Config, ProviderConfig, parse_target
 from engine.errors import ChainError, ConfigError
 from engine.paths import DataPaths
 from engine.pricing import Pricer, known_price_provider
@@ -40,90 +38,12 @@ from engine.recorder import Recorder
 from engine.scheduler import Pipeline
 from engine.switchover import breaker_policies
 from engine.types import Message, Request
-from simulations.history import daily_curve
+from simulations.arrivals import Arrival, arrivals
+from simulations.results import Comparison, RunResult, results_of
 from simulations.scenario import Scenario
 from simulations.simulated import SimulatedProvider
 
 Progress = Callable[[str, float], None]  # (what, share done)
-
-
-@dataclass(frozen=True, slots=True)
-class Arrival:
-    at_s: float  # from the scenario's start
-    route: str
-    input_tokens: int
-    output_tokens: int
-
-
-@dataclass
-class RunResult:
-    label: str  # "baseline" or the backup candidate
-    backup: str | None
-    requests: int
-    failed: int
-    answered_by_fallback: int
-    cost_usd: Decimal
-    fallback_premium_usd: Decimal
-    cache_loss_usd: Decimal
-    rewarm_usd: Decimal
-    wasted_usd: Decimal
-    unpriced_attempts: int
-    latency_p50_ms: float | None
-    latency_p99_ms: float | None
-    backup_peak_rpm: int = 0
-    backup_peak_tpm: int = 0
-    backup_rpm_limit: int | None = None
-    backup_tpm_limit: int | None = None
-    incidents: int = 0
-    fallback_by_minute: list[tuple[str, float]] = field(default_factory=list)
-    seconds: float = 0.0  # wall time the run took
-
-    @property
-    def fallback_rate(self) -> float:
-        return self.answered_by_fallback / self.requests if self.requests else 0.0
-
-    @property
-    def price_difference_usd(self) -> Decimal:
-        return self.fallback_premium_usd - self.cache_loss_usd
-
-    @property
-    def requests_per_s(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
-
-
-@dataclass
-class Comparison:
-    scenario: str
-    baseline: RunResult
-    candidates: list[RunResult]
-
-    def extra_cost(self, run: RunResult) -> Decimal:
-        return run.cost_usd - self.baseline.cost_usd
-
-    def added_latency_ms(self, run: RunResult, which: str = "p99") -> float | None:
-        mine = getattr(run, f"latency_{which}_ms")
-        base = getattr(self.baseline, f"latency_{which}_ms")
-        return None if mine is None or base is None else mine - base
-
-
-def arrivals(scenario: Scenario) -> list[Arrival]:
-    """The scenario's requests: Poisson arrivals at `rate_per_s` (thinned by the daily curve),
-    routes by share, sizes around their means; seeded, so every run sees the same traffic."""
-    rng = random.Random(scenario.seed)
-    routes = list(scenario.routes.items())
-    weights = [r.share for _, r in routes]
-    out, t = [], 0.0
-    while True:
-        t += rng.expovariate(scenario.rate_per_s)
-        if t >= scenario.duration_s:
-            return out
-        if scenario.daily_curve and rng.random() > daily_curve(
-            scenario.start + timedelta(seconds=t)
-        ):
-            continue
-        name, route = rng.choices(routes, weights)[0]
-        out.append(Arrival(t, name, max(1, round(route.input_tokens * rng.uniform(0.7, 1.3))),
-                           max(1, round(route.output_tokens * rng.uniform(0.6, 1.4)))))  # fmt: skip
 
 
 def with_backup(config: Config, backup: str) -> Config:
@@ -148,7 +68,7 @@ def with_backup(config: Config, backup: str) -> Config:
     for name, route in config.routes.items():
         targets = [t for t in route.targets if t != target]
         targets = [targets[0], target, *targets[2:]] if targets else [target]
-        routes[name] = RouteConfig(name, tuple(targets), route.policy)
+        routes[name] = dataclasses.replace(route, targets=tuple(targets))  # every option kept
     return dataclasses.replace(config, providers=providers, routes=routes)
 
 
@@ -265,59 +185,6 @@ def simulate(
     return Comparison(scenario.name, baseline, runs)
 
 
-_FIGURES = """
-    SELECT sum(requests)::BIGINT, sum(unavailable + broken_streams)::BIGINT,
-        sum(answered_by_fallback)::BIGINT, coalesce(sum(cost_usd), 0),
-        coalesce(sum(fallback_premium_usd), 0), coalesce(sum(cache_loss_usd), 0),
-        coalesce(sum(rewarm_usd), 0), coalesce(sum(wasted_usd), 0),
-        coalesce(sum(unpriced_attempts), 0)::BIGINT
-    FROM rollup_minute
-"""
-_LATENCY = """
-    SELECT quantile_cont(ms, 0.5), quantile_cont(ms, 0.99) FROM (
-        SELECT (max(epoch_us(started_at) + latency_ms * 1000) - min(epoch_us(started_at)))
-            / 1000 AS ms
-        FROM attempts GROUP BY request_id HAVING NOT bool_or(decision = 'fail_fast'))
-"""
-_PEAK = """
-    SELECT coalesce(max(n), 0)::BIGINT, coalesce(max(tokens), 0)::BIGINT FROM (
-        SELECT count(*) AS n,
-            sum(input_tokens + cache_read_tokens + cache_write_tokens + output_tokens) AS tokens
-        FROM attempts WHERE target = $target
-        GROUP BY time_bucket(INTERVAL 1 MINUTE, started_at))
-"""
-_FALLBACK_OVER_TIME = """
-    SELECT bucket, sum(answered_by_fallback) / nullif(sum(requests), 0) FROM (
-        SELECT time_bucket(INTERVAL 5 MINUTE, bucket) AS bucket, requests, answered_by_fallback
-        FROM rollup_minute)
-    GROUP BY bucket ORDER BY bucket
-"""
-
-
-def results_of(pipeline: Pipeline, label: str, backup: str | None, scenario: Scenario) -> RunResult:
-    con = pipeline.con
-    (requests, failed, by_fallback, cost, premium, cache_loss, rewarm, wasted,
-     unpriced) = con.execute(_FIGURES).fetchone()  # fmt: skip
-    p50, p99 = con.execute(_LATENCY).fetchone()
-    result = RunResult(
-        label, backup, requests or 0, failed or 0, by_fallback or 0, Decimal(cost),
-        Decimal(premium), Decimal(cache_loss), Decimal(rewarm), Decimal(wasted), unpriced,
-        p50, p99,
-    )  # fmt: skip
-    (result.incidents,) = con.execute("SELECT count(*) FROM incidents").fetchone()
-    result.fallback_by_minute = [
-        (bucket.isoformat(), float(rate or 0.0))
-        for bucket, rate in con.execute(_FALLBACK_OVER_TIME).fetchall()
-    ]
-    if backup is not None:
-        peak_rpm, peak_tpm = con.execute(_PEAK, {"target": backup}).fetchone()
-        limits = scenario.limits.get(backup)
-        result.backup_peak_rpm, result.backup_peak_tpm = peak_rpm, peak_tpm
-        if limits is not None:
-            result.backup_rpm_limit, result.backup_tpm_limit = limits.rpm, limits.tpm
-    return result
-
-
 def _second_target(config: Config) -> str:
     for route in config.routes.values():
         if len(route.targets) > 1:
@@ -328,24 +195,3 @@ def _second_target(config: Config) -> str:
 def slug(text: str) -> str:
     """A name as a file or folder name: lower-case letters and digits joined by dashes."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def as_json(comparison: Comparison) -> dict:
-    """The comparison as plain JSON types (money as strings, exact)."""
-
-    def run(r: RunResult) -> dict:
-        body = {k: (str(v) if isinstance(v, Decimal) else v)
-                for k, v in dataclasses.asdict(r).items()}  # fmt: skip
-        body.update(fallback_rate=r.fallback_rate, price_difference_usd=str(r.price_difference_usd),
-                    requests_per_s=r.requests_per_s)  # fmt: skip
-        if r is not comparison.baseline:
-            body["extra_cost_usd"] = str(comparison.extra_cost(r))
-            body["added_latency_p50_ms"] = comparison.added_latency_ms(r, "p50")
-            body["added_latency_p99_ms"] = comparison.added_latency_ms(r, "p99")
-        return body
-
-    return {
-        "scenario": comparison.scenario,
-        "baseline": run(comparison.baseline),
-        "candidates": [run(c) for c in comparison.candidates],
-    }

@@ -12,8 +12,9 @@ import streamlit as st
 
 from dashboard import charts, data
 from engine.errors import ConfigError
+from simulations.arrivals import arrivals
 from simulations.scenario import library, parse_scenario
-from simulations.simulate import arrivals, simulate, slug
+from simulations.simulate import simulate, slug
 
 SCALES = {"1 %": 0.01, "10 %": 0.1, "25 %": 0.25, "100 %": 1.0}
 SIMULATED_PER_S = 8_000  # measured: docs/benchmarks.md, "Simulator"

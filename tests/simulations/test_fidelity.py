@@ -9,9 +9,10 @@ import asyncio
 import pytest
 
 from engine.paths import DataPaths
+from simulations.arrivals import arrivals
 from simulations.live import run_live
 from simulations.scenario import compressed, parse_scenario
-from simulations.simulate import arrivals, run_once, with_backup
+from simulations.simulate import run_once, with_backup
 
 SCENARIO = {
     "name": "fidelity",

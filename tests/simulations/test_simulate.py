@@ -11,8 +11,10 @@ import genai_prices
 import pytest
 
 from engine.errors import ConfigError
+from simulations.arrivals import arrivals
+from simulations.results import as_json
 from simulations.scenario import library, load_scenario, parse_scenario
-from simulations.simulate import arrivals, as_json, simulate, with_backup
+from simulations.simulate import simulate, with_backup
 
 SMALL = {
     "name": "small outage",
