@@ -27,7 +27,7 @@ def arrivals(scenario: Scenario) -> list[Arrival]:
     weights = [r.share for _, r in routes]
     out, t = [], 0.0
     while True:
-        t += rng.expovariate(scenario.rate_per_s)
+        t += rng.expovariate(scenario.rate_per_s * scenario.traffic_scale)
         if t >= scenario.duration_s:
             return out
         if scenario.daily_curve and rng.random() > daily_curve(

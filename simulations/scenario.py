@@ -62,9 +62,24 @@ _TOP = ("name", "description", "duration", "start", "seed", "backups", "provider
 @dataclass(frozen=True, slots=True)
 class RouteTraffic:
     share: float
-    input_tokens: int
-    output_tokens: int
+    input_tokens: int  # mean prompt size
+    output_tokens: int  # mean answer size
     cached_share: float = 0.0
+    # Recorded traffic (a scenario built from the store): requests in each minute from the
+    # scenario's start, replacing rate × share × curve; sizes drawn from these quantiles
+    # (evenly spaced, first the minimum, last the maximum) instead of around the means.
+    per_minute: tuple[float, ...] = ()
+    input_quantiles: tuple[int, ...] = ()
+    output_quantiles: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """A healthy target's time to the whole answer (a lognormal through median and p99)."""
+
+    median_ms: float
+    p99_ms: float
+    ttft_ms: float | None = None  # time to the first token, where measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +129,14 @@ class Scenario:
     limits: Mapping[str, Limits] = field(default_factory=dict)
     backups: tuple[str, ...] = ()
     source: str = ""
+    # Per target ("provider/model"), where measured; the others use median_ms and p99_ms.
+    target_latency: Mapping[str, Latency] = field(default_factory=dict)
+    # The traffic simulated, as a share of the scenario's (a quick run at 1 %, say). Rates
+    # are multiplied by it; rate limits are not, so headroom must be read against it.
+    traffic_scale: float = 1.0
+
+    def scaled(self, factor: float) -> Scenario:
+        return dataclasses.replace(self, traffic_scale=self.traffic_scale * factor)
 
 
 def load_scenario(path: str | Path) -> Scenario:
