@@ -117,6 +117,38 @@ class Pricer:
         )
         return cost / _MTOK, source
 
+    def price_columns(
+        self, provider: str, provider_kind: str, model: str, at: datetime, counts: Any
+    ) -> tuple[Any, str | None] | None:
+        """`price` for many attempts of one target at once (the simulator's fast-forward):
+        `counts`, four integer numpy arrays in Attempt order (input, output, cache read, cache
+        write). Returns (costs in nano-dollars, rounded half-even as the recorder stores
+        them; source), (None, None) when the model has no known price, or None when only
+        `price` can say (a per-request fee, a price not a whole number of nano-dollars per
+        million tokens): the same rates and tiers, the same rounding."""
+        import numpy as np
+
+        found = self._find(provider, provider_kind, model, at)
+        if found is None:
+            return None, None
+        rates, exact, source = found
+        if not exact:
+            return None
+        total_input = counts[0] + counts[2] + counts[3]
+        # Σ rate × n with rates in nano-dollars per million tokens: exact in int64 up to
+        # ~100 M tokens an attempt at $75 per million.
+        scaled = np.zeros(len(total_input), dtype=np.int64)
+        try:
+            for rate, n in zip(rates, counts, strict=True):
+                scaled += _per_row(rate, total_input, np) * n
+        except _Inexact:
+            return None
+        nano, rest = np.divmod(scaled, 1_000_000)  # per million tokens → per token
+        half = rest * 2
+        nano += (half > 1_000_000) | ((half == 1_000_000) & (nano % 2 == 1))
+        nano[(counts[0] + counts[1] + counts[2] + counts[3]) == 0] = 0
+        return nano, source
+
     def unit_prices(
         self,
         provider_kind: str,
@@ -179,6 +211,27 @@ def _tier(price: Any, total_input_tokens: int) -> Decimal:
         if total_input_tokens > tier.start:
             return tier.price
     return price.base
+
+
+def _per_row(price: Any, total_input: Any, np: Any) -> Any:
+    """`_tier` for every row: the rate in 1e-9 USD per million tokens, as integers."""
+
+    def nano(value: Decimal) -> int:
+        scaled = value * 1_000_000_000
+        if scaled != scaled.to_integral_value():
+            raise _Inexact
+        return int(scaled)
+
+    if isinstance(price, Decimal):
+        return np.int64(nano(price))
+    rate = np.full(len(total_input), nano(price.base), dtype=np.int64)
+    for tier in price.tiers:  # ascending starts: a later tier overrides an earlier one
+        rate[total_input > tier.start] = nano(tier.price)
+    return rate
+
+
+class _Inexact(Exception):
+    """A rate that is not a whole number of nano-dollars per million tokens."""
 
 
 # --- genai-prices, imported on first use: it costs ~0.1 s (pydantic), most processes never price

@@ -14,6 +14,7 @@ use one style per instance.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -24,12 +25,12 @@ import httpx
 from engine.attempt import AttemptHook
 from engine.breaker import BreakerStore, MemoryBreakerStore, OnChange
 from engine.breaker_events import recording_changes
-from engine.chain import Chain, EventHook, Target
+from engine.chain import Chain, EventHook
+from engine.chains import ChainParts, build_chain, chain_of
 from engine.clock import Clock, SystemClock
 from engine.config import (
     Config,
     ProviderConfig,
-    RouteConfig,
     TargetConfig,
     load_config,
     parse_target,
@@ -39,7 +40,6 @@ from engine.config import (
 from engine.drills import SelfAbort
 from engine.errors import ConfigError
 from engine.health_scores import HealthScores, MemoryHealthScores, RedisHealthScores
-from engine.ordering import TargetOrder
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.providers.anthropic import AnthropicProvider
@@ -92,10 +92,14 @@ class Switchover:
         event_hooks: Iterable[EventHook] = (),
         environ: Mapping[str, str] | None = None,
         record_to: DataPaths | None = None,
+        providers: Mapping[str, Provider] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         """`record_to`: spool every attempt (priced) under that data folder, for the
         scheduler to ingest (into PostgreSQL instead when `[state] postgres_url` is set); None
-        records nothing beyond the hooks given."""
+        records nothing beyond the hooks given. `providers`: one per provider of the config,
+        instead of the HTTP adapters (the what-if simulator's); `rng`: the retries' jitter
+        (seeded by the simulator, so every run waits alike)."""
         self.config = config
         self.paths = record_to  # the data folder, when this instance records
         # Every provider key this instance reads, to keep out of anything stored or sent.
@@ -109,10 +113,14 @@ class Switchover:
             )
             self.hooks.append(self.recorder)
         self.event_hooks: list[EventHook] = list(event_hooks)
-        self.providers: dict[str, Provider] = {
-            name: build_provider(pc, clock=self.clock, transport=transport, environ=environ)
-            for name, pc in config.providers.items()
-        }
+        self.providers: dict[str, Provider] = (
+            dict(providers)
+            if providers is not None
+            else {
+                name: build_provider(pc, clock=self.clock, transport=transport, environ=environ)
+                for name, pc in config.providers.items()
+            }
+        )
         self._owns_breakers = breakers is None
         self.breakers = breakers or _breaker_store(
             config,
@@ -132,8 +140,12 @@ class Switchover:
         self.hooks.append(self.health.observe)
         if self.switches is not None:
             self.event_hooks.append(SelfAbort(self))
+        self._parts = ChainParts(
+            config, self.providers, self.breakers, self.clock, self.hooks, self.event_hooks,
+            scrub=self.scrub, scores=self.scores, switches=self.switches, rng=rng,
+        )  # fmt: skip
         self._chains: dict[str, Chain] = {
-            name: self._route_chain(route) for name, route in config.routes.items()
+            name: build_chain(self._parts, route) for name, route in config.routes.items()
         }
         self._direct_models: set[str] = set()  # `provider/model`s served under "direct"
         self._loop_thread: _LoopThread | None = None
@@ -157,7 +169,9 @@ class Switchover:
             self._direct_models.add(target.name)
         # One route label for every target named alone, listed or not: Live, the rollups and
         # the reports show the configured routes and "direct", never a route per name.
-        chain = self._chain(DIRECT_ROUTE, [target], self.config.policy, model_from_caller=unlisted)
+        chain = chain_of(
+            self._parts, DIRECT_ROUTE, [target], self.config.policy, model_from_caller=unlisted
+        )
         self._chains[model] = chain
         return chain
 
@@ -188,50 +202,6 @@ class Switchover:
                 "add it to a route"
             )
         return target
-
-    def _route_chain(self, route: RouteConfig) -> Chain:
-        options = route.options
-        order = None
-        if options.adaptive_order or options.own_keys_first or self.switches is not None:
-            order = TargetOrder(
-                scores=self.scores if options.adaptive_order else None,
-                switches=self.switches,
-                own_keys_first=options.own_keys_first,
-            )
-        return self._chain(
-            route.name,
-            list(route.targets),
-            route.policy,
-            order=order,
-            pii=options.pii,
-            contract=options.contract,
-            fall_back_on_quality=options.on_quality_error == "fall_back",
-            continue_streams=options.on_stream_failure == "continue",
-        )
-
-    def _chain(self, route: str, targets: list[TargetConfig], policy: Any, **options: Any) -> Chain:
-        return Chain(
-            route,
-            [
-                Target(
-                    self.providers[t.provider],
-                    t.model,
-                    self.config.providers[t.provider].key_kind,  # type: ignore[arg-type]
-                    t.prompt,
-                    context_window=t.context_window,
-                    price_provider=self.config.providers[t.provider].price_provider,
-                    prefill=self.config.providers[t.provider].supports_prefill,
-                )
-                for t in targets
-            ],
-            policy=policy,
-            breakers=self.breakers,
-            clock=self.clock,
-            hooks=self.hooks,
-            event_hooks=self.event_hooks,
-            scrub=self.scrub,
-            **options,
-        )
 
     def add_hook(self, hook: AttemptHook) -> None:
         """Every Attempt of every chain, built already or later, goes to `hook` (it must not

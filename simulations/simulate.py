@@ -22,13 +22,15 @@ import random
 import re
 import shutil
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from engine.breaker import MemoryBreakerStore
+import numpy as np
+
 from engine.breaker_events import recording_changes
-from engine.chain import Chain, Target
 from engine.clock import VirtualClock
 from engine.config import Config, ProviderConfig, parse_target
 from engine.errors import ChainError, ConfigError
@@ -36,12 +38,13 @@ from engine.paths import DataPaths
 from engine.pricing import Pricer, known_price_provider
 from engine.recorder import Recorder
 from engine.scheduler import Pipeline
-from engine.switchover import breaker_policies
+from engine.switchover import Switchover, breaker_policies
 from engine.types import Message, Request
-from simulations.arrivals import Arrival, arrivals
+from simulations.arrivals import arrivals
+from simulations.fastforward import Columns, FastForward, PendingBreakers
 from simulations.results import Comparison, RunResult, results_of
 from simulations.scenario import Scenario
-from simulations.simulated import SimulatedProvider
+from simulations.simulated import CURRENT, Caches, RequestDraws, RequestJitter, SimulatedProvider
 
 Progress = Callable[[str, float], None]  # (what, share done)
 
@@ -75,70 +78,23 @@ def with_backup(config: Config, backup: str) -> Config:
 def run_once(
     scenario: Scenario,
     config: Config,
-    traffic: list[Arrival],
+    traffic: Any,
     paths: DataPaths,
     *,
     faults: bool = True,
     label: str = "run",
     backup: str | None = None,
     progress: Progress | None = None,
+    fast_forward: bool = True,
 ) -> RunResult:
-    """One run of `traffic` through `config`'s chains into the store at `paths`."""
+    """One run of `traffic` through `config`'s chains into the store at `paths`: every request
+    through the chain, or with `fast_forward` (the default) the quiet ones answered by
+    simulations.fastforward, with the same result."""
     shutil.rmtree(paths.root, ignore_errors=True)
-    clock = VirtualClock(start=0.0, wall_start=scenario.start)
-    rng = random.Random(scenario.seed + 1)
-    providers = {
-        name: SimulatedProvider(
-            name, pc.kind, clock=clock, rng=rng, start=0.0,
-            faults=scenario.faults if faults else (), routes=scenario.routes,
-            median_ms=scenario.median_ms, p99_ms=scenario.p99_ms, limits=scenario.limits,
-        )
-        for name, pc in config.providers.items()
-    }  # fmt: skip
-    recorder = Recorder(paths.spool, pricer=Pricer.from_config(config), flush_rows=20_000,
-                        max_buffered=5_000_000, fsync=False, clock=clock)  # fmt: skip
-    breakers = MemoryBreakerStore(
-        config.policy.breaker_policy(),
-        policies_by_key=breaker_policies(config),
-        on_change=recording_changes(recorder, clock),  # type: ignore[arg-type]
-    )
-    chains = {
-        name: Chain(
-            name,
-            [Target(providers[t.provider], t.model, config.providers[t.provider].key_kind)  # type: ignore[arg-type]
-             for t in route.targets],
-            policy=route.policy, breakers=breakers, clock=clock, hooks=[recorder],
-            rng=random.Random(scenario.seed + 2),  # retries' jitter: the same every run
-        )
-        for name, route in config.routes.items()
-    }  # fmt: skip
+    run = _Run(scenario, config, traffic, paths, faults=faults, fast_forward=fast_forward)
     started = time.perf_counter()
-
-    async def one(arrival: Arrival) -> None:
-        cached = scenario.routes[arrival.route].cached_share > 0
-        request = Request(
-            messages=(Message.user("x" * (4 * arrival.input_tokens)),),
-            max_tokens=arrival.output_tokens,
-            feature=arrival.route,
-            cache_system=cached,
-        )
-        with contextlib.suppress(ChainError):  # a failed request is recorded like any other
-            await chains[arrival.route].complete(request)
-
-    async def main() -> None:
-        tasks: set[asyncio.Task[None]] = set()
-        step = max(1, len(traffic) // 100)
-        for i, arrival in enumerate(traffic):
-            await clock.sleep(arrival.at_s - clock.now())
-            task = asyncio.create_task(one(arrival))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            if progress is not None and i % step == 0:
-                progress(label, i / len(traffic))
-        await asyncio.gather(*tasks)
-
-    clock.run(main())
-    recorder.close()
+    run.clock.run(run.drive(label, progress))
+    run.finish()
     seconds = time.perf_counter() - started
     end = scenario.start + timedelta(seconds=scenario.duration_s)
     pipeline = Pipeline(paths, now=lambda: end)
@@ -155,6 +111,100 @@ def run_once(
     if progress is not None:
         progress(label, 1.0)
     return result
+
+
+class _Run:
+    """One run's world: the simulated providers, the production chains over them (built by
+    `Switchover`, as production builds them), the recorder and the fast-forward."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: Config,
+        traffic: Any,
+        paths: DataPaths,
+        *,
+        faults: bool,
+        fast_forward: bool,
+    ) -> None:
+        self.scenario, self.paths = scenario, paths
+        self.clock = VirtualClock(start=0.0, wall_start=scenario.start)
+        self.traffic = Columns.of(traffic)
+        n = len(self.traffic)
+        self.first_z = np.random.default_rng(scenario.seed + 1).standard_normal(n)
+        self.served: dict[Any, list[float]] = defaultdict(list)
+        caches = Caches(on_served=lambda key, at: self.served[key].append(at))
+        active = scenario.faults if faults else ()
+        providers = {
+            name: SimulatedProvider(
+                name, pc.kind, clock=self.clock, rng=random.Random(scenario.seed + 1), start=0.0,
+                faults=active, routes=scenario.routes, median_ms=scenario.median_ms,
+                p99_ms=scenario.p99_ms, limits=scenario.limits, latency=scenario.target_latency,
+                caches=caches,
+            )
+            for name, pc in config.providers.items()
+        }  # fmt: skip
+        self.pricer = Pricer.from_config(config)
+        self.recorder = Recorder(paths.spool, pricer=self.pricer, flush_rows=20_000,
+                                 max_buffered=5_000_000, fsync=False, clock=self.clock)  # fmt: skip
+        self.breakers = PendingBreakers(
+            config.policy.breaker_policy(),
+            policies_by_key=breaker_policies(config),
+            on_change=recording_changes(self.recorder, self.clock),  # type: ignore[arg-type]
+        )
+        self.host = Switchover(config, clock=self.clock, breakers=self.breakers,
+                               hooks=[self.recorder], providers=providers, rng=RequestJitter())  # fmt: skip
+        self.ff: FastForward | None = None
+        if fast_forward:
+            self.ff = FastForward(dataclasses.replace(scenario, faults=active), config,
+                                  self.traffic, self.first_z, providers, self.breakers, caches,
+                                  self.host.switches)  # fmt: skip
+            self.host.add_hook(self.ff.learn)
+        self._seed = scenario.seed * 1_000_003
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def one(self, i: int) -> None:
+        t = self.traffic
+        route = t.routes[t.route[i]]
+        CURRENT.set(RequestDraws(self._seed + i, float(self.first_z[i])))
+        request = Request(
+            messages=(Message.user("x" * (4 * int(t.input_tokens[i]))),),
+            max_tokens=int(t.output_tokens[i]),
+            feature=route,
+            cache_system=self.scenario.routes[route].cached_share > 0,
+        )
+        with contextlib.suppress(ChainError):  # a failed request is recorded like any other
+            await self.host.chain(route).complete(request)
+
+    async def drive(self, label: str, progress: Progress | None) -> None:
+        t, clock, ff = self.traffic, self.clock, self.ff
+        n = len(t)
+        step, told = max(1, n // 100), -1
+        i = 0
+        while i < n:
+            if progress is not None and i // step != told:
+                told = i // step
+                progress(label, i / n)
+            if ff is not None and not self._tasks:
+                # Nothing under way: the state can change only with time, so every arrival
+                # that qualifies from here on is answered at once, up to the first that does not.
+                j = ff.bulk(i, clock.now())
+                if j > i:
+                    i = j
+                    continue
+            await clock.sleep(float(t.at_s[i]) - clock.now())
+            if ff is None or not ff.one(i, clock.now()):
+                task = asyncio.create_task(self.one(i))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            i += 1
+        await asyncio.gather(*self._tasks)
+
+    def finish(self) -> None:
+        self.breakers.finish()
+        self.recorder.close()
+        if self.ff is not None:
+            self.ff.write(self.paths.spool, self.pricer, self.scenario.start, self.served)
 
 
 def simulate(

@@ -13,14 +13,23 @@ it (Anthropic's default TTL; OpenAI's automatic cache behaves alike). A cold mod
 (cache write tokens), a warm one reads it: a backup starts cold, the primary is cold again after
 a long outage, and re-warm costs appear on their own. Rate limits (requests and tokens a minute)
 answer 429 with the seconds to the next minute.
+
+Randomness is per request, never shared: a request's first attempt takes its latency from the
+draw its arrival carries (`RequestDraws`), and anything further (fault draws, later attempts'
+latencies, the chain's retry jitter) comes from a generator seeded by the request's number. So
+what one request meets never depends on how many others ran before it, and a request the
+simulator fast-forwards (simulations.fastforward) meets exactly what the chain would have.
 """
 
 from __future__ import annotations
 
+import contextvars
+import heapq
 import json
 import math
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 import httpx
 
@@ -28,11 +37,52 @@ from engine.classify import classify_exception, classify_response
 from engine.clock import Clock
 from engine.types import MessageEnd, Request, Response, StreamEvent, Text, TextDelta, Usage
 from simulations.fakes.faults import FAULTS
-from simulations.scenario import Fault, Limits, RouteTraffic
+from simulations.scenario import Fault, Latency, Limits, RouteTraffic
 
 CACHE_TTL_S = 300.0
 _Z99 = 2.3263478740408408  # the standard normal's 99th percentile
 _ERROR_DELAY = 0.1  # an error comes back after this share of a healthy answer's latency
+
+
+class RequestDraws:
+    """One request's randomness: its first attempt's latency draw (a standard normal, drawn
+    with the traffic) and, made on first use, generators for everything else it meets."""
+
+    __slots__ = ("_jitter", "_rng", "first_z", "seed")
+
+    def __init__(self, seed: int, first_z: float) -> None:
+        self.seed, self.first_z = seed, first_z
+        self._rng: random.Random | None = None
+        self._jitter: random.Random | None = None
+
+    def take_first_z(self) -> float | None:
+        z, self.first_z = self.first_z, math.nan
+        return None if math.isnan(z) else z
+
+    @property
+    def rng(self) -> random.Random:
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+        return self._rng
+
+    @property
+    def jitter(self) -> random.Random:
+        if self._jitter is None:
+            self._jitter = random.Random(self.seed ^ 0x5EED)
+        return self._jitter
+
+
+CURRENT: contextvars.ContextVar[RequestDraws] = contextvars.ContextVar("simulated_request")
+
+
+class RequestJitter(random.Random):
+    """The chain's retry jitter, drawn from the current request's own generator."""
+
+    def random(self) -> float:
+        return CURRENT.get().jitter.random()
+
+    def uniform(self, a: float, b: float) -> float:
+        return CURRENT.get().jitter.uniform(a, b)
 
 
 class SimulatedProvider:
@@ -49,14 +99,24 @@ class SimulatedProvider:
         median_ms: float,
         p99_ms: float,
         limits: Mapping[str, Limits] | None = None,
+        latency: Mapping[str, Latency] | None = None,
+        caches: Caches | None = None,
     ) -> None:
+        """`rng` serves calls made outside a simulated request (none in a simulation);
+        `latency`: per target, where measured; `caches`: the prompt caches, shared with the
+        fast-forward."""
         self.name, self.kind = name, kind
         self.clock, self.rng, self.start = clock, rng, start
         self.faults = faults
         self.routes = routes
         self.median_s, self.sigma = median_ms / 1000, _sigma(median_ms, p99_ms)
+        self._latency_of = {
+            target: (m.median_ms / 1000, _sigma(m.median_ms, m.p99_ms))
+            for target, m in (latency or {}).items()
+            if target.split("/", 1)[0] == name
+        }
         self.limits = dict(limits or {})
-        self._warm: dict[tuple[str, str], float] = {}  # (model, route) → cache expiry
+        self.caches = caches or Caches()
         self._minute: dict[str, tuple[int, int, int]] = {}  # target → (minute, requests, tokens)
         self._errors = {fault: _error(fault, kind) for fault in ("overloaded", "server_error",
                                                                  "auth", "rate_limit")}  # fmt: skip
@@ -64,8 +124,10 @@ class SimulatedProvider:
     async def complete(self, request: Request, model: str, *, timeout_s: float) -> Response:
         now = self.clock.now()
         target = f"{self.name}/{model}"
-        fault = self._fault(target, now - self.start)
-        latency = self._latency(fault)
+        draws = CURRENT.get(None)
+        rng = self.rng if draws is None else draws.rng
+        fault = self._fault(target, now - self.start, rng)
+        latency = self._latency(target, fault, rng, None if draws is None else draws.take_first_z())
         if (fault is not None and fault.kind == "timeout") or latency > timeout_s:
             await self.clock.sleep(timeout_s)
             raise classify_exception(httpx.ReadTimeout("simulated: no answer in time"), sent=True)
@@ -97,25 +159,29 @@ class SimulatedProvider:
 
     # --- the scenario's say ----------------------------------------------------------------
 
-    def _fault(self, target: str, t: float) -> Fault | None:
+    def _fault(self, target: str, t: float, rng: random.Random) -> Fault | None:
         for fault in self.faults:
-            if fault.hits(target) and fault.active(t) and self.rng.random() < fault.rate:
+            if fault.hits(target) and fault.active(t) and rng.random() < fault.rate:
                 return fault
         return None
 
-    def _latency(self, fault: Fault | None) -> float:
-        median, sigma = self.median_s, self.sigma
+    def healthy_latency(self, target: str) -> tuple[float, float]:
+        """(median in seconds, sigma) of the target's healthy lognormal latency."""
+        return self._latency_of.get(target, (self.median_s, self.sigma))
+
+    def _latency(
+        self, target: str, fault: Fault | None, rng: random.Random, z: float | None
+    ) -> float:
+        median, sigma = self.healthy_latency(target)
         if fault is not None and fault.kind == "slow":
             median = (fault.median_ms or 0) / 1000
             sigma = _sigma(fault.median_ms or 1, fault.p99_ms or 4 * (fault.median_ms or 1))
-        return median * math.exp(sigma * self.rng.gauss(0, 1))
+        return median * math.exp(sigma * (rng.gauss(0, 1) if z is None else z))
 
     def _usage(self, request: Request, model: str, prompt: int) -> Usage:
         route = self.routes.get(request.feature or "")
         cacheable = int(prompt * route.cached_share) if route and request.cache_system else 0
-        key, now = (model, request.feature or ""), self.clock.now()
-        warm = self._warm.get(key, -math.inf) > now
-        self._warm[key] = now + CACHE_TTL_S
+        warm = self.caches.served((model, request.feature or ""), self.clock.now())
         return Usage(
             input_tokens=prompt - cacheable,
             output_tokens=request.max_tokens or 0,
@@ -144,6 +210,53 @@ class SimulatedProvider:
         status, body = self._errors[kind]
         headers = {"retry-after": f"{retry_after_s:.0f}"} if retry_after_s is not None else {}
         return classify_response(status, headers, body, now=self.clock.wall())
+
+
+class Caches:
+    """Which prompt caches are warm: a model's cache for a route is warm when it served that
+    route less than CACHE_TTL_S before. Answers the chain's requests as they complete, and
+    keeps the completions of fast-forwarded requests (known before they happen) to count them
+    when their time comes; `on_served` hears of every answer the chain's requests got."""
+
+    def __init__(self, on_served: Callable[[Any, float], None] | None = None) -> None:
+        self._last: dict[Any, float] = {}  # key → the latest completion so far
+        self._ahead: dict[Any, list[Any]] = {}  # key → sorted arrays of future completions
+        self._single: dict[Any, list[float]] = {}  # key → a heap of them, one at a time
+        self.on_served = on_served
+
+    def served(self, key: Any, now: float) -> bool:
+        """A request on `key` completes at `now`: was the cache warm?"""
+        last = self.latest_before(key, now)
+        self._last[key] = now
+        if self.on_served is not None:
+            self.on_served(key, now)
+        return last + CACHE_TTL_S > now
+
+    def latest_before(self, key: Any, now: float) -> float:
+        last = self._last.get(key, -math.inf)
+        ahead = self._ahead.get(key)
+        if ahead:
+            kept = []
+            for times in ahead:  # a few arrays: one per stretch fast-forwarded in bulk
+                i = int(times.searchsorted(now, side="right"))
+                if i:
+                    last = max(last, float(times[i - 1]))
+                if i < len(times):
+                    kept.append(times[i:])
+            self._ahead[key] = kept
+        single = self._single.get(key)
+        while single and single[0] <= now:
+            last = max(last, heapq.heappop(single))
+        self._last[key] = last
+        return last
+
+    def will_serve(self, key: Any, completions: Any) -> None:
+        """Fast-forwarded requests on `key` complete at these (sorted) times."""
+        if len(completions):
+            self._ahead.setdefault(key, []).append(completions)
+
+    def will_serve_one(self, key: Any, completion: float) -> None:
+        heapq.heappush(self._single.setdefault(key, []), completion)
 
 
 def _sigma(median_ms: float, p99_ms: float) -> float:

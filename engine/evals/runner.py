@@ -28,7 +28,8 @@ from typing import Any
 import httpx
 
 from engine.breaker import MemoryBreakerStore
-from engine.chain import Chain, Target
+from engine.chain import Chain
+from engine.chains import ChainParts, build_chain
 from engine.clock import Clock, SystemClock
 from engine.config import Config, RouteConfig, TargetConfig
 from engine.errors import AllProvidersUnavailable, ChainError, ConfigError, RequestFailed
@@ -156,14 +157,14 @@ async def run_eval(
     started = clock.wall()
     gate = asyncio.Semaphore(concurrency)
 
-    async def limited(target: Target, case: Case) -> EvalResult:
+    async def limited(target: TargetConfig, case: Case) -> EvalResult:
         async with gate:
             return await evaluator.evaluate(target, case)
 
     try:
         if progress is not None:
             progress(0, len(pairs))
-        results = await asyncio.gather(*(limited(evaluator.target(t), c) for t, c in pairs))
+        results = await asyncio.gather(*(limited(t, c) for t, c in pairs))
     finally:
         await _close(providers)
     return EvalRun(
@@ -207,28 +208,25 @@ class _Evaluator:
         self.total, self.done, self.progress = total, 0, progress
         self._attempts: dict[str, list[Attempt]] = {}
 
-    def target(self, t: TargetConfig) -> Target:
-        key_kind = self.config.providers[t.provider].key_kind
-        return Target(self.providers[t.provider], t.model, key_kind, t.prompt)  # type: ignore[arg-type]
-
-    def _chain(self, target: Target) -> Chain:
-        """One target, a breaker of its own, this evaluator's hook only: no fallback, no
-        production breaker touched, no attempt recorded to telemetry."""
+    def _chain(self, target: TargetConfig) -> Chain:
+        """The route's chain (every option it sets) over this one target, with a breaker of
+        its own and this evaluator's hook only: no fallback, no production breaker touched, no
+        attempt recorded to telemetry."""
         policy = self.route.policy
-        return Chain(
-            self.route.name,
-            [target],
-            policy=policy,
-            breakers=MemoryBreakerStore(policy.breaker_policy()),
-            clock=self.clock,
-            hooks=[self._keep],
-            pii=self.route.options.pii,
-        )
+        parts = ChainParts(
+            self.config, self.providers, MemoryBreakerStore(policy.breaker_policy()),
+            self.clock, hooks=[self._keep],
+        )  # fmt: skip
+        # The case's checks judge the answer, not the route's output contract.
+        return build_chain(
+            parts, self.route, targets=[target], order=None, contract=None,
+            fall_back_on_quality=False,
+        )  # fmt: skip
 
     def _keep(self, attempt: Attempt) -> None:
         self._attempts.setdefault(attempt.request_id, []).append(attempt)
 
-    async def evaluate(self, target: Target, case: Case) -> EvalResult:
+    async def evaluate(self, target: TargetConfig, case: Case) -> EvalResult:
         request_id = uuid.uuid4().hex
         reason, error, text = None, None, None
         try:

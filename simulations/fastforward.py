@@ -1,0 +1,480 @@
+"""The simulator's fast path: requests that provably cannot differ from a plain first-attempt
+success are answered without running the chain, in bulk, as columns.
+
+A request qualifies when, on arrival, all of these hold:
+- its route's chain can only do one thing with a healthy answer: no PII masking, no output
+  contract, no adaptive or own-keys order, no operator switch, no prompt of the primary's own
+  (those change what is sent, checked or tried first);
+- no fault of the scenario is active on the route's first target;
+- its first attempt's latency (drawn with the traffic) is inside the attempt's time limit;
+- no rate limit of the first target is within reach in that minute: even if every request of
+  every route that lists the target went to it, with every retry, the limit would hold;
+- the first target's breaker is closed and not cooling (checked against the real breaker store,
+  where nothing is pending that could change it: see below).
+
+Such a request's attempt is the chain's own record of a quiet success on that route (captured
+from the first one the chain ran: `Templates`) with only what varies filled in: when it began,
+its latency, its tokens (the prompt cache decided as `SimulatedProvider` decides it) and its
+cost, from the same `Pricer` (`Pricer.price_columns`, the same rates, tiers and rounding).
+
+Its effects on what later requests meet are kept exactly:
+- the breaker's Success is applied in time order with the chain's own events on that target
+  (`PendingBreakers`: every read of a key first applies the successes due by then), so a
+  failure rate computed later counts these successes as it would have;
+- its prompt-cache write or read is known to the chain's requests that complete after it
+  (`Caches`), and its own warm or cold state is settled at the end against every answer, the
+  chain's included.
+A differential test (tests/simulations/test_fastforward.py) runs scenarios both ways and
+requires the same attempts, rollups and incidents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine import records
+from engine.breaker import BreakerState, MemoryBreakerStore, Success, transition
+from engine.config import Config, RouteConfig
+from engine.policy import Policy
+from engine.pricing import Pricer
+from engine.types import Attempt
+from simulations.scenario import Scenario
+from simulations.simulated import CACHE_TTL_S, Caches, SimulatedProvider
+
+ROWS_PER_FILE = 500_000
+CHUNK = 65_536  # arrivals looked at per step of a bulk stretch
+
+
+class PendingBreakers(MemoryBreakerStore):
+    """The in-memory breaker store, with successes that will be reported at known times:
+    each is applied, in time order, before anything reads or changes its key after it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._batches: dict[str, list[np.ndarray]] = {}
+        self._singles: dict[str, list[float]] = {}
+
+    def will_succeed(self, key: str, times: np.ndarray) -> None:
+        if len(times):
+            self._batches.setdefault(key, []).append(times)
+
+    def will_succeed_once(self, key: str, at: float) -> None:
+        heapq.heappush(self._singles.setdefault(key, []), at)
+
+    def catch_up(self, key: str, now: float) -> None:
+        due = self._due(key, now)
+        if not len(due):
+            return
+        state = self._states.get(key, BreakerState())
+        policy = self.policy_for(key)
+        i = 0
+        while i < len(due) and state.status != "closed":  # a success may close a half-open
+            state = self._apply(key, state, float(due[i]), policy)
+            i += 1
+        if i < len(due):
+            # On a closed breaker a success resets the run of failures and adds to the window;
+            # a success older than the window's reach of the last one leaves no trace.
+            reach = float(due[-1]) - policy.window_s - policy.window_s / 10
+            first = max(i, int(np.searchsorted(due, reach, side="left")) - 1)
+            for at in due[first:]:
+                state = self._apply(key, state, float(at), policy)
+        self._states[key] = state
+
+    def _apply(self, key: str, state: BreakerState, at: float, policy: Any) -> BreakerState:
+        after = transition(state, Success(), at, policy)
+        self._put(key, state, after)
+        return after
+
+    def _due(self, key: str, now: float) -> np.ndarray:
+        parts = []
+        kept = []
+        for times in self._batches.get(key, ()):
+            i = int(times.searchsorted(now, side="right"))
+            if i:
+                parts.append(times[:i])
+            if i < len(times):
+                kept.append(times[i:])
+        if key in self._batches:
+            self._batches[key] = kept
+        single = self._singles.get(key)
+        if single and single[0] <= now:
+            popped = []
+            while single and single[0] <= now:
+                popped.append(heapq.heappop(single))
+            parts.append(np.array(popped))
+        if not parts:
+            return np.empty(0)
+        return np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+
+    def status(self, key: str, now: float) -> tuple[str, float]:
+        """(status, cooling until) once every success due by `now` is applied."""
+        self.catch_up(key, now)
+        state = self._states.get(key, BreakerState())
+        return state.status, state.cooling_until or -np.inf
+
+    async def admit(self, key: str, now: float) -> Any:
+        self.catch_up(key, now)
+        return await super().admit(key, now)
+
+    async def record(self, key: str, event: Any, now: float) -> None:
+        self.catch_up(key, now)
+        await super().record(key, event, now)
+
+    async def snapshot(self, key: str) -> BreakerState:
+        return await super().snapshot(key)
+
+    def finish(self) -> None:
+        for key in {*self._batches, *self._singles}:
+            self.catch_up(key, np.inf)
+
+
+def route_can_fast_forward(route: RouteConfig, config: Config, switches: Any) -> bool:
+    """Whether no route option could make a healthy first answer end otherwise."""
+    options = route.options
+    primary = route.targets[0]
+    return (
+        switches is None
+        and options.pii is None
+        and options.contract is None
+        and not options.adaptive_order
+        and not options.own_keys_first
+        and primary.prompt is None
+    )
+
+
+def first_attempt_limit(policy: Policy, backups: bool) -> float:
+    """The first attempt's time limit, as engine.attempt sets it when the chain starts."""
+    reserve = policy.backup_reserve_share * policy.budget_s
+    if backups and policy.budget_s - reserve >= policy.min_attempt_budget_s:
+        end = policy.budget_s - reserve
+    else:
+        end = policy.budget_s
+    return min(end, policy.attempt_timeout_s)
+
+
+@dataclass
+class Columns:
+    """The traffic as arrays (one row per arrival)."""
+
+    at_s: np.ndarray
+    route: np.ndarray  # index into `routes`
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    routes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, traffic: Any) -> Columns:
+        if hasattr(traffic, "at_s") and isinstance(traffic.at_s, np.ndarray):
+            return cls(traffic.at_s, traffic.route, traffic.input_tokens, traffic.output_tokens,
+                       tuple(traffic.routes))  # fmt: skip
+        routes = tuple(dict.fromkeys(a.route for a in traffic))
+        index = {r: i for i, r in enumerate(routes)}
+        return cls(
+            np.array([a.at_s for a in traffic], dtype=np.float64),
+            np.array([index[a.route] for a in traffic], dtype=np.int16),
+            np.array([a.input_tokens for a in traffic], dtype=np.int64),
+            np.array([a.output_tokens for a in traffic], dtype=np.int64),
+            routes,
+        )
+
+    def __len__(self) -> int:
+        return len(self.at_s)
+
+
+class FastForward:
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: Config,
+        traffic: Columns,
+        first_z: np.ndarray,
+        providers: Mapping[str, SimulatedProvider],
+        breakers: PendingBreakers,
+        caches: Caches,
+        switches: Any,
+    ) -> None:
+        self.scenario, self.config, self.traffic = scenario, config, traffic
+        self.breakers, self.caches = breakers, caches
+        n = len(traffic)
+        self.primary = [config.routes[r].targets[0] for r in traffic.routes]
+        self.primary_keys = [t.name for t in self.primary]
+        latency = np.empty(n)
+        quiet = np.zeros(n, dtype=bool)
+        for r, name in enumerate(traffic.routes):
+            rows = traffic.route == r
+            route = config.routes[name]
+            target = self.primary[r]
+            median, sigma = providers[target.provider].healthy_latency(target.name)
+            latency[rows] = median * np.exp(sigma * first_z[rows])
+            if not route_can_fast_forward(route, config, switches):
+                continue
+            limit = first_attempt_limit(route.policy, len(route.targets) > 1)
+            ok = latency[rows] < limit * (1 - 1e-9)
+            ok &= ~self._fault_possible(target.name, traffic.at_s[rows])
+            quiet[rows] = ok
+        quiet &= ~self._limits_within_reach()
+        self.latency_s, self.quiet = latency, quiet
+        self.templates: dict[str, Attempt] = {}
+        self._rows: list[np.ndarray] = []  # indices of the arrivals fast-forwarded
+        self._singles: list[int] = []
+
+    # --- which arrivals qualify -------------------------------------------------------------
+
+    def _fault_possible(self, target: str, at_s: np.ndarray) -> np.ndarray:
+        hit = np.zeros(len(at_s), dtype=bool)
+        for fault in self.scenario.faults:
+            if not fault.hits(target):
+                continue
+            active = (at_s >= fault.start_s) & (at_s < fault.end_s)
+            if fault.period_s:
+                active &= (at_s - fault.start_s) % fault.period_s < (fault.down_s or 0)
+            hit |= active
+        return hit
+
+    def _limits_within_reach(self) -> np.ndarray:
+        """Arrivals whose first target has a rate limit that this minute's traffic could
+        reach, counting every request that could go there and every retry."""
+        t = self.traffic
+        hot = np.zeros(len(t), dtype=bool)
+        minute = (t.at_s // 60).astype(np.int64)
+        for target, limits in self.scenario.limits.items():
+            lists = [r for r, name in enumerate(t.routes)
+                     if any(x.name == target for x in self.config.routes[name].targets)]  # fmt: skip
+            if not lists:
+                continue
+            tries = 1 + max(self.config.routes[t.routes[r]].policy.primary_retries for r in lists)
+            reaches = np.isin(t.route, lists)
+            size = minute.max() + 1 if len(minute) else 0
+            requests = np.bincount(minute[reaches], minlength=size) * tries
+            tokens = (
+                np.bincount(
+                    minute[reaches],
+                    weights=(t.input_tokens + t.output_tokens)[reaches],
+                    minlength=size,
+                )
+                * tries
+            )
+            over = np.zeros(size, dtype=bool)
+            if limits.rpm is not None:
+                over |= requests >= limits.rpm
+            if limits.tpm is not None:
+                over |= tokens >= limits.tpm
+            for field in ("input_tpm", "output_tpm"):
+                if getattr(limits, field, None) is not None:
+                    over |= tokens >= getattr(limits, field)
+            primary_here = np.array([self.primary_keys[r] == target for r in range(len(t.routes))])
+            hot |= over[minute] & primary_here[t.route]
+        return hot
+
+    def ready(self, route: int, now: float) -> tuple[bool, float]:
+        """Whether `route`'s arrivals may be fast-forwarded from `now` while nothing else
+        runs, and from when (its first target's cool-down)."""
+        if self.traffic.routes[route] not in self.templates:
+            return False, np.inf
+        status, cooling = self.breakers.status(self.primary_keys[route], now)
+        return status == "closed", cooling
+
+    # --- fast-forwarding --------------------------------------------------------------------
+
+    def bulk(self, start: int, now: float) -> int:
+        """Fast-forward arrivals from `start` while each qualifies and no chain request is under
+        way; returns the first that does not."""
+        t = self.traffic
+        ready = [self.ready(r, now) for r in range(len(t.routes))]
+        usable = np.array([ok for ok, _ in ready])
+        cooling = np.array([c for _, c in ready])
+        i = start
+        while i < len(t):
+            end = min(len(t), i + CHUNK)
+            routes = t.route[i:end]
+            ok = self.quiet[i:end] & usable[routes] & (t.at_s[i:end] >= cooling[routes])
+            stop = int(np.argmin(ok)) if not ok.all() else end - i
+            if stop:
+                self._take(np.arange(i, i + stop))
+            i += stop
+            if i < end:
+                break
+        return i
+
+    def one(self, i: int, now: float) -> bool:
+        """Fast-forward arrival `i` alone (chain requests are under way) if it qualifies."""
+        route = int(self.traffic.route[i])
+        if not self.quiet[i]:
+            return False
+        ok, cooling = self.ready(route, now)
+        if not ok or self.traffic.at_s[i] < cooling:
+            return False
+        done = float(self.traffic.at_s[i] + self.latency_s[i])
+        self.breakers.will_succeed_once(self.primary_keys[route], done)
+        if self._cached(route):
+            self.caches.will_serve_one(self._cache_key(route), done)
+        self._singles.append(i)
+        return True
+
+    def _take(self, rows: np.ndarray) -> None:
+        t = self.traffic
+        self._rows.append(rows)
+        done = t.at_s[rows] + self.latency_s[rows]
+        for r in np.unique(t.route[rows]):
+            mine = np.sort(done[t.route[rows] == r])
+            self.breakers.will_succeed(self.primary_keys[r], mine)
+            if self._cached(int(r)):
+                self.caches.will_serve(self._cache_key(int(r)), mine)
+
+    def _cached(self, route: int) -> bool:
+        return self.scenario.routes[self.traffic.routes[route]].cached_share > 0
+
+    def _cache_key(self, route: int) -> tuple[str, str]:
+        return (self.primary[route].model, self.traffic.routes[route])
+
+    def learn(self, attempt: Attempt) -> None:
+        """The attempt hook: keep the chain's record of a quiet success, per route."""
+        if (attempt.served and attempt.fallback_depth == 0 and attempt.attempt_number == 1
+                and attempt.breaker_state == "closed" and attempt.route not in self.templates
+                and attempt.quality_error is None):  # fmt: skip
+            self.templates[attempt.route] = attempt
+
+    @property
+    def count(self) -> int:
+        return sum(len(r) for r in self._rows) + len(self._singles)
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def write(self, spool: Path, pricer: Pricer, wall_start: datetime, served: dict) -> int:
+        """Write every fast-forwarded attempt into the spool, as the recorder would have.
+        `served`: (model, route) → the times the chain's own requests were answered."""
+        parts = [*self._rows, np.array(self._singles, dtype=np.int64)]
+        rows = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+        if not len(rows):
+            return 0
+        warm = self._warm(rows, served)
+        spool.mkdir(parents=True, exist_ok=True)
+        for lo in range(0, len(rows), ROWS_PER_FILE):
+            chunk = slice(lo, lo + ROWS_PER_FILE)
+            table = self._table(rows[chunk], warm[chunk], pricer, wall_start)
+            name = f"fastforward-{os.getpid()}-{uuid.uuid4().hex[:8]}-{lo // ROWS_PER_FILE:06d}"
+            tmp = spool / f".{name}.tmp"
+            pq.write_table(table, tmp)
+            tmp.rename(spool / f"{name}.parquet")
+        return len(rows)
+
+    def _warm(self, rows: np.ndarray, served: dict) -> np.ndarray:
+        """Each fast-forwarded request's cache state: warm when anything on the same model and
+        route was answered less than CACHE_TTL_S before it completed."""
+        t = self.traffic
+        warm = np.zeros(len(rows), dtype=bool)
+        done = t.at_s[rows] + self.latency_s[rows]
+        for r in range(len(t.routes)):
+            if not self._cached(r):
+                continue
+            mine = np.flatnonzero(t.route[rows] == r)
+            key = self._cache_key(r)
+            others = np.array(served.get(key, ()), dtype=np.float64)
+            every = np.sort(np.concatenate([done[mine], others]))
+            # The latest answer strictly before each of ours.
+            before = np.searchsorted(every, done[mine], side="left") - 1
+            prev = np.where(before >= 0, every[np.maximum(before, 0)], -np.inf)
+            warm[mine] = prev + CACHE_TTL_S > done[mine]
+        return warm
+
+    def _table(
+        self, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, wall_start: datetime
+    ) -> pa.Table:
+        t = self.traffic
+        n = len(rows)
+        route_of = t.route[rows]
+        prompt = t.input_tokens[rows]
+        cacheable = np.zeros(n, dtype=np.int64)
+        for r in range(len(t.routes)):
+            share = self.scenario.routes[t.routes[r]].cached_share
+            if share > 0:
+                mine = route_of == r
+                cacheable[mine] = (prompt[mine].astype(np.float64) * share).astype(np.int64)
+        counts = (prompt - cacheable, t.output_tokens[rows], np.where(warm, cacheable, 0),
+                  np.where(warm, 0, cacheable))  # fmt: skip
+        start_us = np.rint(t.at_s[rows] * 1e6).astype(np.int64)
+        base_us = int(wall_start.timestamp() * 1_000_000)
+        started = pa.array(start_us + base_us, pa.timestamp("us", tz="UTC"))
+        cost = np.zeros(n, dtype=np.int64)
+        priced = np.ones(n, dtype=bool)
+        sources = np.empty(n, dtype=object)
+        constants: dict[str, np.ndarray] = {}
+        for r in np.unique(route_of):
+            mine = np.flatnonzero(route_of == r)
+            template = self.templates[t.routes[r]]
+            self._price(template, mine, counts, start_us + base_us, pricer, cost, priced, sources)
+            row = records.to_row(template, None, None)
+            for name in records.COLUMN_NAMES:
+                constants.setdefault(name, np.empty(n, dtype=object))[mine] = row[name]
+        columns = {name: pa.array(values, records.ARROW_SCHEMA.field(name).type)
+                   for name, values in constants.items()}  # fmt: skip
+        ids = np.char.add("ff-", rows.astype(str))
+        columns["request_id"] = pa.array(ids, pa.string())
+        columns["started_at"] = started
+        columns["latency_ms"] = pa.array(self.latency_s[rows] * 1000, pa.float64())
+        for name, values in zip(("input_tokens", "output_tokens", "cache_read_tokens",
+                                 "cache_write_tokens"), counts, strict=True):  # fmt: skip
+            columns[name] = pa.array(values, pa.int64())
+        columns["cost_usd"] = _decimal_column(cost, priced)
+        columns["price_source"] = pa.array(sources, pa.string())
+        return pa.table([columns[name] for name in records.COLUMN_NAMES],
+                        schema=records.ARROW_SCHEMA)  # fmt: skip
+
+    def _price(self, template: Attempt, mine: np.ndarray, counts: tuple, started_us: np.ndarray,
+               pricer: Pricer, cost: np.ndarray, priced: np.ndarray, sources: np.ndarray) -> None:  # fmt: skip
+        """Costs of the rows `mine` (one target), a minute at a time (a price may change)."""
+        minutes = started_us[mine] // 60_000_000
+        for minute in np.unique(minutes):
+            rows = mine[minutes == minute]
+            at = datetime.fromtimestamp(int(minute) * 60, tz=UTC)
+            part = tuple(c[rows] for c in counts)
+            found = pricer.price_columns(template.provider, template.provider_kind,
+                                         template.model, at, part)  # fmt: skip
+            if found is None:  # only `price` can say: one attempt at a time
+                for j, row in enumerate(rows):
+                    attempt = _with_counts(template, part, j)
+                    value, source = pricer.price(attempt)
+                    priced[row] = value is not None
+                    cost[row] = 0 if value is None else int(value.scaleb(9).to_integral_value())
+                    sources[row] = source
+                continue
+            nano, source = found
+            if nano is None:
+                priced[rows] = False
+            else:
+                cost[rows] = nano
+            sources[rows] = source
+
+
+def _with_counts(template: Attempt, counts: tuple, j: int) -> Attempt:
+    return dataclasses.replace(
+        template,
+        input_tokens=int(counts[0][j]),
+        output_tokens=int(counts[1][j]),
+        cache_read_tokens=int(counts[2][j]),
+        cache_write_tokens=int(counts[3][j]),
+    )
+
+
+def _decimal_column(nano: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """Nano-dollar integers as the recorder's DECIMAL(18,9) column (NULL where unpriced)."""
+    n = len(nano)
+    words = np.zeros((n, 2), dtype=np.int64)
+    words[:, 0] = nano
+    words[:, 1] = np.where(nano < 0, -1, 0)  # two's complement high word
+    validity = pa.array(valid, pa.bool_()).buffers()[1] if not valid.all() else None
+    return pa.Array.from_buffers(
+        records.COST_TYPE, n, [validity, pa.py_buffer(words.tobytes())], null_count=-1
+    )
