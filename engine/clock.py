@@ -81,6 +81,14 @@ class VirtualClock:
             self.advance(max(0.0, seconds))
             await asyncio.sleep(0)
 
+    async def sleep_until(self, at: float) -> None:
+        """Sleep until `at`, and be there exactly: the loop's arithmetic (`now + (at - now)`)
+        can land an ulp off, and a simulator that dates records by arrival wants them on the
+        instant it scheduled."""
+        await self.sleep(at - self._now)
+        if abs(self._now - at) < 1e-6:
+            self._now = at
+
     def timeout(self, seconds: float) -> AbstractAsyncContextManager[Any]:
         # Inside the virtual loop asyncio's own timer is virtual. On an ordinary loop a
         # hand-driven clock cannot fire a timer, so the scope is real time (tests that need

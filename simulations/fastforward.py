@@ -42,10 +42,17 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import records
-from engine.breaker import BreakerState, MemoryBreakerStore, Success, transition
+from engine.breaker import (
+    WINDOW_BUCKETS,
+    BreakerState,
+    MemoryBreakerStore,
+    Success,
+    transition,
+)
 from engine.config import Config, RouteConfig
 from engine.policy import Policy
 from engine.pricing import Pricer
@@ -65,6 +72,8 @@ class PendingBreakers(MemoryBreakerStore):
         super().__init__(*args, **kwargs)
         self._batches: dict[str, list[np.ndarray]] = {}
         self._singles: dict[str, list[float]] = {}
+        # key → until when its breaker was last open, half-open or cooling (inf: still is).
+        self.unsettled_until: dict[str, float] = {}
 
     def will_succeed(self, key: str, times: np.ndarray) -> None:
         if len(times):
@@ -83,19 +92,28 @@ class PendingBreakers(MemoryBreakerStore):
         while i < len(due) and state.status != "closed":  # a success may close a half-open
             state = self._apply(key, state, float(due[i]), policy)
             i += 1
-        if i < len(due):
-            # On a closed breaker a success resets the run of failures and adds to the window;
-            # a success older than the window's reach of the last one leaves no trace.
-            reach = float(due[-1]) - policy.window_s - policy.window_s / 10
-            first = max(i, int(np.searchsorted(due, reach, side="left")) - 1)
-            for at in due[first:]:
-                state = self._apply(key, state, float(at), policy)
+        if len(due) - i > 16:
+            state = _successes_on_closed(state, due[i:], policy)
+            self._settled(key, state, float(due[-1]))
+        else:  # a few: one by one is quicker than the arrays' set-up
+            for at in due[i:].tolist():
+                state = transition(state, Success(), at, policy)
         self._states[key] = state
 
     def _apply(self, key: str, state: BreakerState, at: float, policy: Any) -> BreakerState:
         after = transition(state, Success(), at, policy)
         self._put(key, state, after)
+        self._settled(key, after, at)
         return after
+
+    def _settled(self, key: str, state: BreakerState, now: float) -> None:
+        """Keep when `key` last stopped being closed and clear of any cool-down."""
+        if state.status != "closed":
+            self.unsettled_until[key] = np.inf
+        elif state.cooling_until is not None and state.cooling_until > now:
+            self.unsettled_until[key] = state.cooling_until
+        elif self.unsettled_until.get(key) == np.inf:
+            self.unsettled_until[key] = now
 
     def _due(self, key: str, now: float) -> np.ndarray:
         parts = []
@@ -126,11 +144,14 @@ class PendingBreakers(MemoryBreakerStore):
 
     async def admit(self, key: str, now: float) -> Any:
         self.catch_up(key, now)
-        return await super().admit(key, now)
+        admitted = await super().admit(key, now)
+        self._settled(key, self._states[key], now)
+        return admitted
 
     async def record(self, key: str, event: Any, now: float) -> None:
         self.catch_up(key, now)
         await super().record(key, event, now)
+        self._settled(key, self._states[key], now)
 
     async def snapshot(self, key: str) -> BreakerState:
         return await super().snapshot(key)
@@ -138,6 +159,26 @@ class PendingBreakers(MemoryBreakerStore):
     def finish(self) -> None:
         for key in {*self._batches, *self._singles}:
             self.catch_up(key, np.inf)
+
+
+def _successes_on_closed(
+    state: BreakerState, times: np.ndarray, policy: Any
+) -> BreakerState:
+    """`transition(state, Success(), t)` for every t of `times` (sorted) in turn, on a closed
+    breaker, at once: the run of failures ends, and each success counts in its window bucket;
+    buckets the last success's window no longer reaches are dropped, as one by one."""
+    width = policy.window_s / WINDOW_BUCKETS
+    last = float(times[-1])
+    counts: dict[float, list[int]] = {b[0]: [b[1], b[2]] for b in state.recent}
+    starts, added = np.unique(np.floor(times / width) * width, return_counts=True)
+    for start, n in zip(starts.tolist(), added.tolist(), strict=True):
+        counts.setdefault(start, [0, 0])[1] += n
+    recent = tuple(
+        (start, failures, total)
+        for start, (failures, total) in sorted(counts.items())
+        if start + width > last - policy.window_s
+    )[-(WINDOW_BUCKETS + 1) :]
+    return dataclasses.replace(state, consecutive_failures=0, recent=recent)
 
 
 def route_can_fast_forward(route: RouteConfig, config: Config, switches: Any) -> bool:
@@ -224,7 +265,14 @@ class FastForward:
             ok = latency[rows] < limit * (1 - 1e-9)
             ok &= ~self._fault_possible(target.name, traffic.at_s[rows])
             quiet[rows] = ok
-        quiet &= ~self._limits_within_reach()
+        # target → the routes that list it after their first target
+        self.backed_up_by: dict[str, list[int]] = {}
+        for r, name in enumerate(traffic.routes):
+            for later in config.routes[name].targets[1:]:
+                self.backed_up_by.setdefault(later.name, []).append(r)
+        self.spill_s = 60 + max(config.routes[n].policy.budget_s for n in traffic.routes)
+        for _ in range(2):  # a limit's hot minutes make its routes' backups' minutes hotter
+            quiet &= ~self._limits_within_reach(quiet)
         self.latency_s, self.quiet = latency, quiet
         self.templates: dict[str, Attempt] = {}
         self._rows: list[np.ndarray] = []  # indices of the arrivals fast-forwarded
@@ -243,47 +291,60 @@ class FastForward:
             hit |= active
         return hit
 
-    def _limits_within_reach(self) -> np.ndarray:
+    def _limits_within_reach(self, quiet: np.ndarray) -> np.ndarray:
         """Arrivals whose first target has a rate limit that this minute's traffic could
-        reach, counting every request that could go there and every retry."""
+        reach. Counted as if every retry were made: all requests of the routes it is first
+        for, and those of the routes it backs up that are not quiet themselves (in their
+        minute and the next, as a fallback may come that much later). A backup's traffic from
+        quiet requests is kept out by `ready` instead: it holds while their first target's
+        breaker is settled."""
         t = self.traffic
         hot = np.zeros(len(t), dtype=bool)
         minute = (t.at_s // 60).astype(np.int64)
+        size = int(minute.max()) + 2 if len(minute) else 0
+        tokens = (t.input_tokens + t.output_tokens).astype(np.float64)
         for target, limits in self.scenario.limits.items():
-            lists = [r for r, name in enumerate(t.routes)
-                     if any(x.name == target for x in self.config.routes[name].targets)]  # fmt: skip
-            if not lists:
+            first = [r for r in range(len(t.routes)) if self.primary_keys[r] == target]
+            if not first:
                 continue
-            tries = 1 + max(self.config.routes[t.routes[r]].policy.primary_retries for r in lists)
-            reaches = np.isin(t.route, lists)
-            size = minute.max() + 1 if len(minute) else 0
-            requests = np.bincount(minute[reaches], minlength=size) * tries
-            tokens = (
-                np.bincount(
-                    minute[reaches],
-                    weights=(t.input_tokens + t.output_tokens)[reaches],
-                    minlength=size,
-                )
-                * tries
-            )
+            backs = self.backed_up_by.get(target, [])
+            mine = np.isin(t.route, first)
+            spill = np.isin(t.route, backs) & ~quiet
+            requests = np.zeros(size)
+            used = np.zeros(size)
+            for rows, shift in ((mine, 0), (spill, 0), (spill, 1)):
+                tries = self._tries(first if rows is mine else backs)
+                requests += np.bincount(minute[rows] + shift, minlength=size)[:size] * tries
+                used += np.bincount(minute[rows] + shift, weights=tokens[rows],
+                                    minlength=size)[:size] * tries  # fmt: skip
             over = np.zeros(size, dtype=bool)
             if limits.rpm is not None:
                 over |= requests >= limits.rpm
-            if limits.tpm is not None:
-                over |= tokens >= limits.tpm
-            for field in ("input_tpm", "output_tpm"):
-                if getattr(limits, field, None) is not None:
-                    over |= tokens >= getattr(limits, field)
-            primary_here = np.array([self.primary_keys[r] == target for r in range(len(t.routes))])
-            hot |= over[minute] & primary_here[t.route]
+            for name in ("tpm", "input_tpm", "output_tpm"):
+                if getattr(limits, name, None) is not None:
+                    over |= used >= getattr(limits, name)
+            hot |= over[minute] & mine
         return hot
+
+    def _tries(self, routes: list[int]) -> int:
+        names = [self.traffic.routes[r] for r in routes]
+        return 1 + max((self.config.routes[n].policy.primary_retries for n in names), default=0)
 
     def ready(self, route: int, now: float) -> tuple[bool, float]:
         """Whether `route`'s arrivals may be fast-forwarded from `now` while nothing else
         runs, and from when (its first target's cool-down)."""
         if self.traffic.routes[route] not in self.templates:
             return False, np.inf
-        status, cooling = self.breakers.status(self.primary_keys[route], now)
+        key = self.primary_keys[route]
+        status, cooling = self.breakers.status(key, now)
+        if key in self.scenario.limits:
+            # Its limit leaves no room for requests it backs up unless their own first
+            # targets have been settled long enough that none can still be falling back.
+            for other in self.backed_up_by.get(key, ()):
+                first = self.primary_keys[other]
+                self.breakers.catch_up(first, now)
+                since = self.breakers.unsettled_until.get(first, -np.inf)
+                cooling = max(cooling, since + self.spill_s)
         return status == "closed", cooling
 
     # --- fast-forwarding --------------------------------------------------------------------
@@ -295,9 +356,10 @@ class FastForward:
         ready = [self.ready(r, now) for r in range(len(t.routes))]
         usable = np.array([ok for ok, _ in ready])
         cooling = np.array([c for _, c in ready])
-        i = start
+        i, step = start, 64
         while i < len(t):
-            end = min(len(t), i + CHUNK)
+            end = min(len(t), i + step)
+            step = min(CHUNK, step * 4)
             routes = t.route[i:end]
             ok = self.quiet[i:end] & usable[routes] & (t.at_s[i:end] >= cooling[routes])
             stop = int(np.argmin(ok)) if not ok.all() else end - i
@@ -392,70 +454,85 @@ class FastForward:
     def _table(
         self, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, wall_start: datetime
     ) -> pa.Table:
+        """The rows as the recorder's Parquet table, one route at a time: the template's
+        values repeated, what varies from the arrays."""
+        t = self.traffic
+        base_us = int(wall_start.timestamp() * 1_000_000)
+        tables = []
+        for r in np.unique(t.route[rows]):
+            mine = t.route[rows] == r
+            tables.append(self._route_table(int(r), rows[mine], warm[mine], pricer, base_us))
+        return pa.concat_tables(tables)
+
+    def _route_table(
+        self, route: int, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, base_us: int
+    ) -> pa.Table:
         t = self.traffic
         n = len(rows)
-        route_of = t.route[rows]
+        name = t.routes[route]
         prompt = t.input_tokens[rows]
-        cacheable = np.zeros(n, dtype=np.int64)
-        for r in range(len(t.routes)):
-            share = self.scenario.routes[t.routes[r]].cached_share
-            if share > 0:
-                mine = route_of == r
-                cacheable[mine] = (prompt[mine].astype(np.float64) * share).astype(np.int64)
+        share = self.scenario.routes[name].cached_share
+        # int(prompt × share), as SimulatedProvider computes it (the same doubles).
+        cacheable = (prompt.astype(np.float64) * share).astype(np.int64) if share > 0 else 0 * prompt
         counts = (prompt - cacheable, t.output_tokens[rows], np.where(warm, cacheable, 0),
                   np.where(warm, 0, cacheable))  # fmt: skip
-        start_us = np.rint(t.at_s[rows] * 1e6).astype(np.int64)
-        base_us = int(wall_start.timestamp() * 1_000_000)
-        started = pa.array(start_us + base_us, pa.timestamp("us", tz="UTC"))
+        # As `timedelta(seconds=t)` rounds (the clock's `wall`): whole seconds, then the
+        # fraction's microseconds half-even.
+        fraction, whole = np.modf(t.at_s[rows])
+        started_us = whole.astype(np.int64) * 1_000_000 + np.rint(fraction * 1e6).astype(np.int64)
+        started_us += base_us
+        template = self.templates[name]
+        cost, priced, source = self._price(template, counts, started_us, pricer)
+        fixed = records.to_row(template, None, None)
+        varying: dict[str, pa.Array] = {
+            "request_id": pc.binary_join_element_wise(
+                "ff-", pc.cast(pa.array(rows), pa.string()), ""
+            ),
+            "started_at": pa.array(started_us, pa.timestamp("us", tz="UTC")),
+            "latency_ms": pa.array(self.latency_s[rows] * 1000, pa.float64()),
+            "input_tokens": pa.array(counts[0], pa.int64()),
+            "output_tokens": pa.array(counts[1], pa.int64()),
+            "cache_read_tokens": pa.array(counts[2], pa.int64()),
+            "cache_write_tokens": pa.array(counts[3], pa.int64()),
+            "cost_usd": _decimal_column(cost, priced),
+            "price_source": pa.array(source, pa.string()),
+        }
+        columns = [
+            varying[c.name] if c.name in varying else pa.repeat(pa.scalar(fixed[c.name], c.arrow), n)
+            for c in records.COLUMNS
+        ]
+        return pa.table(columns, schema=records.ARROW_SCHEMA)
+
+    def _price(
+        self, template: Attempt, counts: tuple, started_us: np.ndarray, pricer: Pricer
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(costs in nano-dollars, priced, source) of one target's rows, by the minute (a
+        price may change at any minute: off-peak hours)."""
+        n = len(started_us)
         cost = np.zeros(n, dtype=np.int64)
         priced = np.ones(n, dtype=bool)
-        sources = np.empty(n, dtype=object)
-        constants: dict[str, np.ndarray] = {}
-        for r in np.unique(route_of):
-            mine = np.flatnonzero(route_of == r)
-            template = self.templates[t.routes[r]]
-            self._price(template, mine, counts, start_us + base_us, pricer, cost, priced, sources)
-            row = records.to_row(template, None, None)
-            for name in records.COLUMN_NAMES:
-                constants.setdefault(name, np.empty(n, dtype=object))[mine] = row[name]
-        columns = {name: pa.array(values, records.ARROW_SCHEMA.field(name).type)
-                   for name, values in constants.items()}  # fmt: skip
-        ids = np.char.add("ff-", rows.astype(str))
-        columns["request_id"] = pa.array(ids, pa.string())
-        columns["started_at"] = started
-        columns["latency_ms"] = pa.array(self.latency_s[rows] * 1000, pa.float64())
-        for name, values in zip(("input_tokens", "output_tokens", "cache_read_tokens",
-                                 "cache_write_tokens"), counts, strict=True):  # fmt: skip
-            columns[name] = pa.array(values, pa.int64())
-        columns["cost_usd"] = _decimal_column(cost, priced)
-        columns["price_source"] = pa.array(sources, pa.string())
-        return pa.table([columns[name] for name in records.COLUMN_NAMES],
-                        schema=records.ARROW_SCHEMA)  # fmt: skip
-
-    def _price(self, template: Attempt, mine: np.ndarray, counts: tuple, started_us: np.ndarray,
-               pricer: Pricer, cost: np.ndarray, priced: np.ndarray, sources: np.ndarray) -> None:  # fmt: skip
-        """Costs of the rows `mine` (one target), a minute at a time (a price may change)."""
-        minutes = started_us[mine] // 60_000_000
-        for minute in np.unique(minutes):
-            rows = mine[minutes == minute]
-            at = datetime.fromtimestamp(int(minute) * 60, tz=UTC)
-            part = tuple(c[rows] for c in counts)
+        source = np.empty(n, dtype=object)
+        minutes = started_us // 60_000_000
+        order = np.argsort(minutes, kind="stable")
+        bounds = np.flatnonzero(np.diff(minutes[order])) + 1
+        for group in np.split(order, bounds):
+            at = datetime.fromtimestamp(int(minutes[group[0]]) * 60, tz=UTC)
+            part = tuple(c[group] for c in counts)
             found = pricer.price_columns(template.provider, template.provider_kind,
                                          template.model, at, part)  # fmt: skip
             if found is None:  # only `price` can say: one attempt at a time
-                for j, row in enumerate(rows):
-                    attempt = _with_counts(template, part, j)
-                    value, source = pricer.price(attempt)
+                for j, row in enumerate(group):
+                    value, row_source = pricer.price(_with_counts(template, part, j))
                     priced[row] = value is not None
                     cost[row] = 0 if value is None else int(value.scaleb(9).to_integral_value())
-                    sources[row] = source
+                    source[row] = row_source
                 continue
-            nano, source = found
+            nano, source[group] = found
             if nano is None:
-                priced[rows] = False
+                priced[group] = False
             else:
-                cost[rows] = nano
-            sources[rows] = source
+                cost[group] = nano
+        return cost, priced, source
 
 
 def _with_counts(template: Attempt, counts: tuple, j: int) -> Attempt:

@@ -192,7 +192,7 @@ class _Run:
                 if j > i:
                     i = j
                     continue
-            await clock.sleep(float(t.at_s[i]) - clock.now())
+            await clock.sleep_until(float(t.at_s[i]))
             if ff is None or not ff.one(i, clock.now()):
                 task = asyncio.create_task(self.one(i))
                 self._tasks.add(task)

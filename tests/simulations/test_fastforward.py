@@ -1,0 +1,176 @@
+"""The fast-forward changes nothing: every library scenario, and generated ones, run with it on
+and off give the same attempts (apart from request ids), the same rollups and the same
+incidents; and the arrays it prices with agree with the recorder's Pricer to the nano-dollar."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_EVEN, Decimal
+
+import duckdb
+import numpy as np
+import pytest
+
+from engine.paths import DataPaths
+from engine.pricing import Pricer
+from engine.types import Attempt
+from simulations.arrivals import arrivals
+from simulations.scenario import library, load_scenario, parse_scenario
+from simulations.simulate import run_once, with_backup
+
+ATTEMPT = """SELECT attempt_number, route, target, started_at, ttft_ms, outcome, decision, error_class, fault_kind, http_status, breaker_state, served,
+    fallback_depth, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+    cost_usd, price_source, feature, quality_error
+FROM attempts ORDER BY ALL"""
+KEY = "bucket, route, target, feature"
+# Latencies are the same draws, added on the virtual clock one way and in arrays the other: they
+# agree to a floating-point rounding, not bit for bit.
+LATENCY = "SELECT latency_ms FROM attempts ORDER BY started_at, route, target, attempt_number"
+
+INCIDENT = "SELECT * EXCLUDE (incident_id) FROM incidents ORDER BY ALL"
+# Library scenarios are run at a small share of their traffic: what matters is that both ways
+# meet faults, breakers opening and closing, rate limits and cache expiries.
+SCALE = {"week-with-a-tuesday-outage": 0.004}
+
+
+def _both_ways(scenario, tmp_path):
+    traffic = arrivals(scenario)
+    backup = scenario.backups[0] if scenario.backups else None
+    config = with_backup(scenario.config, backup) if backup else scenario.config
+    stores = {}
+    for fast in (False, True):
+        paths = DataPaths(tmp_path / ("fast" if fast else "chain"))
+        run_once(scenario, config, traffic, paths, backup=backup, fast_forward=fast)
+        stores[fast] = duckdb.connect(str(paths.database), read_only=True)
+    return stores[False], stores[True], len(traffic)
+
+
+def _same(chain, fast) -> int:
+    attempts = chain.execute(ATTEMPT).fetchall()
+    assert attempts == fast.execute(ATTEMPT).fetchall()
+    for table in ("rollup_minute", "rollup_hour"):
+        kinds = chain.execute(f"DESCRIBE {table}").fetchall()
+        exact = ", ".join(name for name, kind, *_ in kinds if kind != "DOUBLE")
+        floats = ", ".join(f"coalesce({name}, -1)" for name, kind, *_ in kinds if kind == "DOUBLE")
+        same = f"SELECT {exact} FROM {table} ORDER BY ALL"
+        assert chain.execute(same).fetchall() == fast.execute(same).fetchall(), table
+        assert _close(chain, fast, f"SELECT {floats} FROM {table} ORDER BY {KEY}"), table
+    assert _close(chain, fast, LATENCY)
+    assert chain.execute(INCIDENT).fetchall() == fast.execute(INCIDENT).fetchall()
+    return len(attempts)
+
+
+def _close(chain, fast, sql: str) -> bool:
+    mine, theirs = (np.array(c.execute(sql).fetchall(), dtype=float) for c in (chain, fast))
+    return mine.shape == theirs.shape and np.allclose(mine, theirs, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("path", library(), ids=lambda p: p.stem)
+def test_every_library_scenario_gives_the_same_results_fast_forwarded(path, tmp_path):
+    scenario = load_scenario(path)
+    scenario = scenario.scaled(SCALE.get(path.stem, 0.03))
+    chain, fast, requests = _both_ways(scenario, tmp_path)
+    assert requests > 100
+    assert _same(chain, fast) >= requests
+
+
+def _generated(seed: int) -> dict:
+    """A small random scenario: two routes sharing a target, faults of every kind, flapping,
+    tight rate limits and sparse traffic (cache expiries)."""
+    rng = random.Random(seed)
+    kinds = ["overloaded", "server_error", "rate_limit", "auth", "timeout", "slow"]
+    faults = []
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(kinds)
+        start = rng.randint(0, 50)
+        fault = {"target": rng.choice(["a/m1", "b/m2", "a"]), "kind": kind,
+                 "start": f"{start}m", "end": f"{start + rng.randint(3, 30)}m",
+                 "rate": rng.choice([1.0, 0.5, 0.2])}  # fmt: skip
+        if kind == "slow":
+            fault.update(median_ms=4000, p99_ms=20000)
+        if kind == "rate_limit":
+            fault["retry_after_s"] = rng.choice([5, 20])
+        if rng.random() < 0.3:
+            fault["flapping"] = {"period": "5m", "down": "2m"}
+        faults.append(fault)
+    return {
+        "name": f"generated {seed}",
+        "duration": "90m",
+        "seed": seed,
+        "providers": {"a": {"kind": "anthropic"}, "b": {"kind": "openai"}},
+        "routes": {
+            "chat": {"targets": ["a/claude-sonnet-4-5", "b/gpt-4.1-mini"], "budget_s": 15},
+            "tags": {
+                "targets": ["b/gpt-4.1-mini", "a/claude-haiku-4-5"],
+                "budget_s": 4,
+                "primary_retries": rng.choice([0, 1]),
+            },
+        },
+        "traffic": {
+            "rate_per_s": rng.choice([0.05, 0.5, 2.0]),
+            "routes": {
+                "chat": {
+                    "share": 0.6,
+                    "input_tokens": 1500,
+                    "output_tokens": 200,
+                    "cached_share": 0.7,
+                },
+                "tags": {"share": 0.4, "input_tokens": 100, "output_tokens": 4},
+            },
+        },
+        "latency": {"median_ms": 800, "p99_ms": 6000},
+        "faults": [
+            {
+                **f,
+                "target": f["target"]
+                .replace("m1", "claude-sonnet-4-5")
+                .replace("m2", "gpt-4.1-mini"),
+            }
+            for f in faults
+        ],
+        "limits": {"b/gpt-4.1-mini": {"rpm": rng.choice([30, 120, 5000]), "tpm": 200_000}},
+        "backups": ["b/gpt-4.1-mini"],
+    }
+
+
+@pytest.mark.parametrize("seed", [11, 23, 37, 41])
+def test_generated_scenarios_give_the_same_results_fast_forwarded(seed, tmp_path):
+    scenario = parse_scenario(_generated(seed), source=f"generated-{seed}")
+    chain, fast, requests = _both_ways(scenario, tmp_path)
+    assert _same(chain, fast) >= requests
+
+
+@pytest.mark.parametrize(
+    ("provider", "kind", "model"),
+    [
+        ("claude", "anthropic", "claude-sonnet-4-5"),  # long-context tiers
+        ("gpt", "openai", "gpt-4.1-mini"),
+        ("claude", "anthropic", "claude-haiku-4-5"),
+        ("gem", "google", "gemini-2.5-pro"),
+    ],
+)
+def test_prices_as_arrays_are_the_recorders_prices(provider, kind, model):
+    pricer = Pricer()
+    rng = np.random.default_rng(3)
+    counts = [rng.integers(0, 150_000, 500) for _ in range(4)]
+    counts[0][:5] = counts[1][:5] = counts[2][:5] = counts[3][:5] = 0  # nothing used
+    at = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)
+    found = pricer.price_columns(provider, kind, model, at, counts)
+    assert found is not None
+    nano, source = found
+    for i in range(500):
+        attempt = Attempt(
+            request_id="r", attempt_number=1, route="x", target=f"{provider}/{model}",
+            provider=provider, provider_kind=kind, model=model, key_kind="own", process_id=1,
+            started_at=at, latency_ms=1.0, ttft_ms=None, streamed=False, outcome="success",
+            decision="served", error_class=None, fault_kind=None, http_status=200,
+            error_type=None, error_code=None, error_message=None, retry_after_s=None,
+            breaker_state="closed", served=True, fallback_depth=0,
+            input_tokens=int(counts[0][i]), output_tokens=int(counts[1][i]),
+            cache_read_tokens=int(counts[2][i]), cache_write_tokens=int(counts[3][i]),
+        )  # fmt: skip
+        cost, expected_source = pricer.price(attempt)
+        assert source == expected_source
+        expected = cost.quantize(Decimal("1e-9"), ROUND_HALF_EVEN).scaleb(9)
+        assert Decimal(int(nano[i])) == expected, i
