@@ -161,9 +161,7 @@ class PendingBreakers(MemoryBreakerStore):
             self.catch_up(key, np.inf)
 
 
-def _successes_on_closed(
-    state: BreakerState, times: np.ndarray, policy: Any
-) -> BreakerState:
+def _successes_on_closed(state: BreakerState, times: np.ndarray, policy: Any) -> BreakerState:
     """`transition(state, Success(), t)` for every t of `times` (sorted) in turn, on a closed
     breaker, at once: the run of failures ends, and each success counts in its window bucket;
     buckets the last success's window no longer reaches are dropped, as one by one."""
@@ -270,7 +268,9 @@ class FastForward:
         for r, name in enumerate(traffic.routes):
             for later in config.routes[name].targets[1:]:
                 self.backed_up_by.setdefault(later.name, []).append(r)
-        self.spill_s = 60 + max(config.routes[n].policy.budget_s for n in traffic.routes)
+        self.spill_s = 60 + max(
+            (config.routes[n].policy.budget_s for n in traffic.routes), default=0
+        )
         for _ in range(2):  # a limit's hot minutes make its routes' backups' minutes hotter
             quiet &= ~self._limits_within_reach(quiet)
         self.latency_s, self.quiet = latency, quiet
@@ -473,7 +473,7 @@ class FastForward:
         prompt = t.input_tokens[rows]
         share = self.scenario.routes[name].cached_share
         # int(prompt × share), as SimulatedProvider computes it (the same doubles).
-        cacheable = (prompt.astype(np.float64) * share).astype(np.int64) if share > 0 else 0 * prompt
+        cacheable = (prompt.astype(np.float64) * share).astype(np.int64)
         counts = (prompt - cacheable, t.output_tokens[rows], np.where(warm, cacheable, 0),
                   np.where(warm, 0, cacheable))  # fmt: skip
         # As `timedelta(seconds=t)` rounds (the clock's `wall`): whole seconds, then the
@@ -498,7 +498,7 @@ class FastForward:
             "price_source": pa.array(source, pa.string()),
         }
         columns = [
-            varying[c.name] if c.name in varying else pa.repeat(pa.scalar(fixed[c.name], c.arrow), n)
+            varying.get(c.name) or pa.repeat(pa.scalar(fixed[c.name], c.arrow), n)
             for c in records.COLUMNS
         ]
         return pa.table(columns, schema=records.ARROW_SCHEMA)

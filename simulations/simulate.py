@@ -152,8 +152,10 @@ class _Run:
             policies_by_key=breaker_policies(config),
             on_change=recording_changes(self.recorder, self.clock),  # type: ignore[arg-type]
         )
-        self.host = Switchover(config, clock=self.clock, breakers=self.breakers,
-                               hooks=[self.recorder], providers=providers, rng=RequestJitter())  # fmt: skip
+        self.host = Switchover(
+            config, clock=self.clock, breakers=self.breakers, hooks=[self.recorder],
+            providers=providers, rng=RequestJitter(),
+        )  # fmt: skip
         self.ff: FastForward | None = None
         if fast_forward:
             self.ff = FastForward(dataclasses.replace(scenario, faults=active), config,

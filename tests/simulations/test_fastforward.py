@@ -19,9 +19,10 @@ from simulations.arrivals import arrivals
 from simulations.scenario import library, load_scenario, parse_scenario
 from simulations.simulate import run_once, with_backup
 
-ATTEMPT = """SELECT attempt_number, route, target, started_at, ttft_ms, outcome, decision, error_class, fault_kind, http_status, breaker_state, served,
-    fallback_depth, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-    cost_usd, price_source, feature, quality_error
+ATTEMPT = """SELECT attempt_number, route, target, started_at, ttft_ms, outcome, decision,
+    error_class, fault_kind, http_status, breaker_state, served, fallback_depth, input_tokens,
+    output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, price_source, feature,
+    quality_error
 FROM attempts ORDER BY ALL"""
 KEY = "bucket, route, target, feature"
 # Latencies are the same draws, added on the virtual clock one way and in arrays the other: they
