@@ -1,7 +1,8 @@
-"""`python -m bench [--quick] [--only chain|incident|telemetry|simulator|shaping|breakers|gateway]
-[--no-write] [--output PATH]`: run the chain's cases (with LiteLLM's Router beside them), the
-outage figures, the telemetry, the simulator, the route behaviours, the breaker stores and the
-gateway, print the tables, and rewrite the generated sections of
+"""`python -m bench [--quick] [--only chain|incident|telemetry|simulator|shaping|breakers|
+whatif_isolation|gateway] [--no-write] [--output PATH]`: run the chain's cases (with LiteLLM's
+Router beside them), the outage figures, the telemetry, the simulator, the route behaviours, the
+breaker stores, the Live page beside a what-if simulation and the gateway, print the tables,
+and rewrite the generated sections of
 docs/benchmarks.md (with `--only`, only that part)."""
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ from pathlib import Path
 
 import httpx
 
-from bench import breakers, gateway, incident, peer, report, shaping, simulator, telemetry
+from bench import (
+    breakers,
+    gateway,
+    incident,
+    peer,
+    report,
+    shaping,
+    simulator,
+    telemetry,
+    whatif_isolation,
+)
 from bench.cases import QUICK, Run, Sizes
 from bench.fake_process import REPO, FakeServerProcess
 from bench.stats import Row
@@ -117,6 +128,8 @@ def main() -> None:
         generated["shaping"] = shaping.run(args.quick, command)
     if args.only in (None, "breakers"):
         generated["breakers"] = breakers.run(args.quick, command)
+    if args.only in (None, "whatif_isolation"):
+        generated["whatif_isolation"] = whatif_isolation.run(args.quick, command)
     gateway_text = None
     if args.only in (None, "gateway"):
         gateway_text = gateway.run(args.quick, command)

@@ -37,6 +37,7 @@ HEADINGS = {
     "simulator": "## Simulator",
     "shaping": "## Route behaviours",
     "breakers": "## Breaker stores",
+    "whatif_isolation": "## What-if isolation",
 }
 PARTS = tuple(HEADINGS)
 

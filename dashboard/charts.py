@@ -81,8 +81,17 @@ def timeline(
 
 
 def lines_by(frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str) -> go.Figure:
-    fig = px.line(frame, x=x, y=y, color=color, markers=True)
-    return _layout(fig, title, yaxis)
+    """One line per `color` value, each in a panel of its own on shared axes (small
+    multiples), in its dashboard-wide colour: in one panel, two candidates with the same
+    series would draw one line exactly over the other."""
+    names = list(dict.fromkeys(frame[color]))
+    fig = px.line(frame, x=x, y=y, color=color, facet_row=color, markers=True,
+                  category_orders={color: names}, color_discrete_map=colours(names))  # fmt: skip
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # name only
+    _layout(fig, f"{title} ({yaxis})", "")  # one unit for every panel, in the title
+    fig.update_yaxes(title=None, rangemode="tozero")
+    fig.update_layout(height=80 + 120 * max(1, len(names)), showlegend=False)
+    return fig
 
 
 def pass_rates(frame: pd.DataFrame, minimum: float) -> go.Figure:

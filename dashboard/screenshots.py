@@ -18,7 +18,8 @@ from pathlib import Path
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Path of each page, and how many charts it draws once it has data.
 PAGES = {"live": ("", 4), "costs": ("costs", 2), "incidents": ("incidents", 2),
-         "readiness": ("readiness", 2), "explorer": ("explorer", 0)}  # fmt: skip
+         "readiness": ("readiness", 2), "explorer": ("explorer", 0),
+         "whatif": ("whatif", 0)}  # fmt: skip  # What-if draws its charts after a run
 # Without these Chromium keeps reaching for the network, which this machine closes.
 FLAGS = [
     *("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"),

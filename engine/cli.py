@@ -17,6 +17,7 @@ from engine.cli_common import ConfigOption, DataDirOption
 from engine.cli_common import fail as _fail
 from engine.cli_drill import drill_command
 from engine.cli_evals import eval_command
+from engine.cli_simulate import simulate_command
 from engine.cli_targets import targets_app
 from engine.errors import ChainError, ConfigError
 
@@ -30,6 +31,7 @@ app.add_typer(alerts_app, name="alerts")
 app.add_typer(targets_app, name="targets")
 app.command("eval")(eval_command)
 app.command("drill")(drill_command)
+app.command("simulate")(simulate_command)
 
 
 @app.command("check-config")
@@ -206,53 +208,6 @@ def dashboard(
         env["SWITCHOVER_DATA_DIR"] = str(data_dir)
     command = streamlit_command(host=host, port=port)
     os.execve(command[0], command, env)  # Streamlit owns the process and its signals
-
-
-@app.command()
-def simulate(
-    scenario: Annotated[str, typer.Argument(help="A scenario file, or a library name (--list).")],
-    backup: Annotated[
-        list[str] | None,
-        typer.Option(help="A backup candidate provider/model; repeat to compare several."),
-    ] = None,
-    out: Annotated[Path | None, typer.Option(help="Write the results as JSON here.")] = None,
-    data_dir: DataDirOption = None,
-) -> None:
-    """What would this incident cost with that backup? Replays the scenario through the real
-    chain on a virtual clock, once without the incident and once per backup."""
-    import json
-
-    from engine.paths import DataPaths
-    from simulations.arrivals import arrivals
-    from simulations.report import comparison_table
-    from simulations.results import as_json
-    from simulations.scenario import load_scenario
-    from simulations.simulate import simulate as run
-
-    try:
-        loaded = load_scenario(scenario)
-    except ConfigError as exc:
-        raise _fail(str(exc)) from None
-    paths = DataPaths(data_dir) if data_dir else DataPaths.default()
-    runs = 1 + len(backup or loaded.backups or [None])
-    total = len(arrivals(loaded)) * runs
-    typer.echo(f"{loaded.name}: {total // runs:,} requests, {runs} runs")
-    with typer.progressbar(length=1000, label="simulating") as bar:
-        done: dict[str, float] = {}
-
-        def progress(label: str, share: float) -> None:
-            done[label] = share
-            bar.update(int(1000 * sum(done.values()) / runs) - bar.pos)
-
-        try:
-            comparison = run(loaded, backup or None, results_dir=paths.root / "simulations",
-                             progress=progress)  # fmt: skip
-        except ConfigError as exc:
-            raise _fail(str(exc)) from None
-    typer.echo(comparison_table(comparison))
-    if out is not None:
-        out.write_text(json.dumps(as_json(comparison), indent=2) + "\n")
-        typer.echo(f"results written to {out}")
 
 
 @app.command()

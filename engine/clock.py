@@ -13,6 +13,8 @@ Never use a virtual loop with real sockets: it jumps time forward while a socket
 from __future__ import annotations
 
 import asyncio
+import heapq
+import math
 import selectors
 import time
 from collections.abc import Coroutine
@@ -81,6 +83,15 @@ class VirtualClock:
             self.advance(max(0.0, seconds))
             await asyncio.sleep(0)
 
+    def quiet_until(self) -> float:
+        """Inside `run`: until when nothing scheduled on the loop can run — the earliest timer,
+        `inf` with none, now when callbacks are ready to run. A caller that changes nothing
+        the loop's tasks read may act for any instant before it without sleeping there."""
+        loop = self._loop
+        if loop is None:
+            return self._now
+        return loop.quiet_until()  # type: ignore[attr-defined]
+
     async def sleep_until(self, at: float) -> None:
         """Sleep until `at`, and be there exactly: the loop's arithmetic (`now + (at - now)`)
         can land an ulp off, and a simulator that dates records by arrival wants them on the
@@ -140,6 +151,15 @@ class _VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._vclock.now()
+
+    def quiet_until(self) -> float:
+        if self._ready:  # type: ignore[attr-defined]
+            return self._vclock.now()
+        scheduled = self._scheduled  # type: ignore[attr-defined]
+        while scheduled and scheduled[0].cancelled():
+            heapq.heappop(scheduled)
+            self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+        return scheduled[0].when() if scheduled else math.inf
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

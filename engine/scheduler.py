@@ -5,8 +5,10 @@ gateways on several hosts wrote to PostgreSQL when `postgres_url` is set (exactl
 engine.store.postgres), ingest breaker events, refresh the minute and hour rollups that the new
 attempts touch, evaluate the alert rules and send what fired or resolved (engine.alerts;
 incidents once a minute), and publish read-only Parquet snapshots for the dashboard and
-reports. Every quarter of an hour the day rollups catch up. Jobs run one at a time on a single
-worker thread: they share one DuckDB connection, which is not meant for concurrent use, and a
+reports. Every quarter of an hour the day rollups catch up; every minute the traffic profile
+the what-if scenarios are built from is looked at and, when due, refreshed and published
+(engine.store.traffic_profile: never in a cycle). Jobs run one at a time on a single worker
+thread: they share one DuckDB connection, which is not meant for concurrent use, and a
 slow cycle is simply coalesced with the next.
 
 Nothing else may open the database file; everything else reads `data/published/`.
@@ -40,6 +42,7 @@ from engine.store.readiness import report_drills, take_in
 from engine.store.rollups import forget_baselines, refresh
 from engine.store.scheduler_status import DATABASE_RETRY_S, open_when_free, write_status
 from engine.store.telemetry import take_in as take_in_telemetry
+from engine.store.traffic_profile import TrafficProfile
 
 if TYPE_CHECKING:
     from engine.store.postgres import PostgresSource
@@ -48,6 +51,7 @@ log = logging.getLogger("switchover.scheduler")
 
 CYCLE_S = 5.0
 DAY_ROLLUP_EVERY_S = 900.0
+PROFILE_CHECK_S = 60.0  # the traffic profile is looked at this often, and refreshed when due
 # Minutes are re-read this far back every cycle even without late files: a request's later
 # attempts (retries, a long stream) can arrive in the next spool file.
 MINUTE_LOOKBACK = timedelta(minutes=2)
@@ -137,6 +141,7 @@ class Pipeline:
         self._spool_error: str | None = None
         self.started_at = now()
         self._day_refreshed_until: datetime | None = None
+        self.profile = TrafficProfile()
         self._published_at: datetime | None = None
         # One job at a time on the connection: the last cycle at shutdown runs on the main
         # thread while the worker may still be finishing one.
@@ -172,6 +177,7 @@ class Pipeline:
         if late:
             since = oldest  # a late file (a writer that was offline): recompute back to it
             forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
+            self.profile.note_late(oldest)  # recomputed by its own job, not in this cycle
         for lo, hi in _chunks(since, started):
             for grain in ("minute", "hour"):
                 refresh(self.con, grain, lo, hi, self._prices, now=started)
@@ -285,6 +291,17 @@ class Pipeline:
         publishing.publish(self.con, self.paths.published, "failure_classes", _FAILURE_CLASSES,
                            {"since": now - timedelta(days=35)}, now=now)  # fmt: skip
 
+    def traffic_profile(self) -> bool:
+        """The what-if scenarios' profile of the traffic (engine.store.traffic_profile),
+        refreshed and published when due; whether it was. Its failure is logged, never raised:
+        ingest and alerts must go on, and the next check tries again."""
+        with self._busy:
+            try:
+                return self.profile.run(self.con, self.paths.published, self.now())
+            except Exception:
+                log.exception("publishing the traffic profile failed; tried again next minute")
+                return False
+
     def _prune_postgres(self, now: datetime) -> None:
         """PostgreSQL keeps pulled rows as long as the spool's ledger keeps file names: a batch
         retried that late still meets its rows' unique key there."""
@@ -380,6 +397,8 @@ def run_scheduler(
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     scheduler.add_job(pipeline.day_rollups, "interval", seconds=DAY_ROLLUP_EVERY_S, id="days",
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    scheduler.add_job(pipeline.traffic_profile, "interval", seconds=PROFILE_CHECK_S,
+                      id="traffic profile", next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     scheduler.add_job(weekly_report, "cron", args=(paths, reports), day_of_week=reports.day,
                       hour=reports.hour, id="weekly report", **jobs)  # fmt: skip
     log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)

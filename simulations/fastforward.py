@@ -31,7 +31,7 @@ requires the same attempts, rollups and incidents.
 from __future__ import annotations
 
 import dataclasses
-import heapq
+import math
 import os
 import uuid
 from collections.abc import Mapping
@@ -61,6 +61,7 @@ from simulations.scenario import Scenario
 from simulations.simulated import CACHE_TTL_S, Caches, SimulatedProvider
 
 ROWS_PER_FILE = 500_000
+_NONE = np.empty(0)
 CHUNK = 65_536  # arrivals looked at per step of a bulk stretch
 
 
@@ -70,17 +71,21 @@ class PendingBreakers(MemoryBreakerStore):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._batches: dict[str, list[np.ndarray]] = {}
-        self._singles: dict[str, list[float]] = {}
+        self._pending: dict[str, np.ndarray] = {}  # key → sorted times of successes to come
         # key → until when its breaker was last open, half-open or cooling (inf: still is).
         self.unsettled_until: dict[str, float] = {}
 
     def will_succeed(self, key: str, times: np.ndarray) -> None:
+        """Successes to report on `key` at these (sorted) times."""
         if len(times):
-            self._batches.setdefault(key, []).append(times)
+            pending = self._pending.get(key)
+            merged = times if pending is None else np.concatenate([pending, times])
+            if pending is not None and len(pending) and pending[-1] > times[0]:
+                merged.sort(kind="mergesort")
+            self._pending[key] = merged
 
     def will_succeed_once(self, key: str, at: float) -> None:
-        heapq.heappush(self._singles.setdefault(key, []), at)
+        self.will_succeed(key, np.array([at]))
 
     def catch_up(self, key: str, now: float) -> None:
         due = self._due(key, now)
@@ -92,12 +97,9 @@ class PendingBreakers(MemoryBreakerStore):
         while i < len(due) and state.status != "closed":  # a success may close a half-open
             state = self._apply(key, state, float(due[i]), policy)
             i += 1
-        if len(due) - i > 16:
+        if i < len(due):
             state = _successes_on_closed(state, due[i:], policy)
             self._settled(key, state, float(due[-1]))
-        else:  # a few: one by one is quicker than the arrays' set-up
-            for at in due[i:].tolist():
-                state = transition(state, Success(), at, policy)
         self._states[key] = state
 
     def _apply(self, key: str, state: BreakerState, at: float, policy: Any) -> BreakerState:
@@ -116,25 +118,12 @@ class PendingBreakers(MemoryBreakerStore):
             self.unsettled_until[key] = now
 
     def _due(self, key: str, now: float) -> np.ndarray:
-        parts = []
-        kept = []
-        for times in self._batches.get(key, ()):
-            i = int(times.searchsorted(now, side="right"))
-            if i:
-                parts.append(times[:i])
-            if i < len(times):
-                kept.append(times[i:])
-        if key in self._batches:
-            self._batches[key] = kept
-        single = self._singles.get(key)
-        if single and single[0] <= now:
-            popped = []
-            while single and single[0] <= now:
-                popped.append(heapq.heappop(single))
-            parts.append(np.array(popped))
-        if not parts:
-            return np.empty(0)
-        return np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+        pending = self._pending.get(key)
+        if pending is None or not len(pending) or pending[0] > now:
+            return _NONE
+        i = int(pending.searchsorted(now, side="right"))
+        self._pending[key] = pending[i:]
+        return pending[:i]
 
     def status(self, key: str, now: float) -> tuple[str, float]:
         """(status, cooling until) once every success due by `now` is applied."""
@@ -157,7 +146,7 @@ class PendingBreakers(MemoryBreakerStore):
         return await super().snapshot(key)
 
     def finish(self) -> None:
-        for key in {*self._batches, *self._singles}:
+        for key in list(self._pending):
             self.catch_up(key, np.inf)
 
 
@@ -168,8 +157,12 @@ def _successes_on_closed(state: BreakerState, times: np.ndarray, policy: Any) ->
     width = policy.window_s / WINDOW_BUCKETS
     last = float(times[-1])
     counts: dict[float, list[int]] = {b[0]: [b[1], b[2]] for b in state.recent}
-    starts, added = np.unique(np.floor(times / width) * width, return_counts=True)
-    for start, n in zip(starts.tolist(), added.tolist(), strict=True):
+    if len(times) > 64:
+        starts, added = np.unique(np.floor(times / width) * width, return_counts=True)
+        pairs = zip(starts.tolist(), added.tolist(), strict=True)
+    else:  # a few: plain floats are quicker than the arrays' set-up
+        pairs = ((math.floor(t / width) * width, 1) for t in times.tolist())
+    for start, n in pairs:
         counts.setdefault(start, [0, 0])[1] += n
     recent = tuple(
         (start, failures, total)
@@ -274,8 +267,13 @@ class FastForward:
         for _ in range(2):  # a limit's hot minutes make its routes' backups' minutes hotter
             quiet &= ~self._limits_within_reach(quiet)
         self.latency_s, self.quiet = latency, quiet
+        self.done_s = traffic.at_s + latency  # when each would be answered
+        self._cache_keys = [
+            (self.primary[r].model, name) if scenario.routes[name].cached_share > 0 else None
+            for r, name in enumerate(traffic.routes)
+        ]
         self.templates: dict[str, Attempt] = {}
-        self._rows: list[np.ndarray] = []  # indices of the arrivals fast-forwarded
+        self._spans: list[tuple[int, int]] = []  # arrivals fast-forwarded in bulk: [start, stop)
         self._singles: list[int] = []
 
     # --- which arrivals qualify -------------------------------------------------------------
@@ -349,10 +347,12 @@ class FastForward:
 
     # --- fast-forwarding --------------------------------------------------------------------
 
-    def bulk(self, start: int, now: float) -> int:
-        """Fast-forward arrivals from `start` while each qualifies and no chain request is under
-        way; returns the first that does not."""
+    def bulk(self, start: int, now: float, horizon: float) -> int:
+        """Fast-forward arrivals from `start`, before `horizon` (when a chain request may next
+        act), while each qualifies; returns the first that does not."""
         t = self.traffic
+        if start >= len(t) or t.at_s[start] >= horizon or not self.quiet[start]:
+            return start
         ready = [self.ready(r, now) for r in range(len(t.routes))]
         usable = np.array([ok for ok, _ in ready])
         cooling = np.array([c for _, c in ready])
@@ -361,10 +361,11 @@ class FastForward:
             end = min(len(t), i + step)
             step = min(CHUNK, step * 4)
             routes = t.route[i:end]
-            ok = self.quiet[i:end] & usable[routes] & (t.at_s[i:end] >= cooling[routes])
+            at = t.at_s[i:end]
+            ok = self.quiet[i:end] & usable[routes] & (at >= cooling[routes]) & (at < horizon)
             stop = int(np.argmin(ok)) if not ok.all() else end - i
             if stop:
-                self._take(np.arange(i, i + stop))
+                self._take(i, i + stop)
             i += stop
             if i < end:
                 break
@@ -385,15 +386,20 @@ class FastForward:
         self._singles.append(i)
         return True
 
-    def _take(self, rows: np.ndarray) -> None:
+    def _take(self, start: int, stop: int) -> None:
+        """Fast-forward the arrivals start..stop-1 (all qualify)."""
         t = self.traffic
-        self._rows.append(rows)
-        done = t.at_s[rows] + self.latency_s[rows]
-        for r in np.unique(t.route[rows]):
-            mine = np.sort(done[t.route[rows] == r])
+        self._spans.append((start, stop))
+        done = self.done_s[start:stop]
+        routes = t.route[start:stop]
+        for r in range(len(t.routes)):
+            mine = done[routes == r] if len(t.routes) > 1 else done
+            if not len(mine):
+                continue
+            mine = np.sort(mine)
             self.breakers.will_succeed(self.primary_keys[r], mine)
-            if self._cached(int(r)):
-                self.caches.will_serve(self._cache_key(int(r)), mine)
+            if self._cache_keys[r] is not None:
+                self.caches.will_serve(self._cache_keys[r], mine)
 
     def _cached(self, route: int) -> bool:
         return self.scenario.routes[self.traffic.routes[route]].cached_share > 0
@@ -410,14 +416,15 @@ class FastForward:
 
     @property
     def count(self) -> int:
-        return sum(len(r) for r in self._rows) + len(self._singles)
+        return sum(b - a for a, b in self._spans) + len(self._singles)
 
     # --- writing ----------------------------------------------------------------------------
 
     def write(self, spool: Path, pricer: Pricer, wall_start: datetime, served: dict) -> int:
         """Write every fast-forwarded attempt into the spool, as the recorder would have.
         `served`: (model, route) → the times the chain's own requests were answered."""
-        parts = [*self._rows, np.array(self._singles, dtype=np.int64)]
+        parts = [np.arange(a, b) for a, b in self._spans]
+        parts.append(np.array(self._singles, dtype=np.int64))
         rows = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
         if not len(rows):
             return 0

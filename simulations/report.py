@@ -1,56 +1,281 @@
-"""A simulation's comparison as a plain-text table, for the command line."""
+"""A simulation's comparison in words: one sentence per candidate (the command line and the
+What-if page say the same), the headroom warnings, what a scaled run cannot show, and the
+command line's table. Money through engine.money; times in the zone asked for (UTC here)."""
 
 from __future__ import annotations
 
-from engine.money import format_usd as _usd
-from simulations.results import Comparison, RunResult
+from datetime import UTC, datetime, tzinfo
+from decimal import Decimal
+
+from engine.money import format_change, format_usd
+from simulations.results import (
+    SUSTAINED_MINUTES,
+    Cause,
+    Comparison,
+    Headroom,
+    LatencyChange,
+    RunResult,
+)
+
+# What a failed request's last attempt says, for a person; other classes are read as written.
+_CLASS_WORDS = {"read_timeout": "timed out", "connect_timeout": "timed out connecting",
+                "overloaded": "overloaded (529)", "server_error": "server errors (5xx)",
+                "rate_limit": "rate limited (429)", "no_budget": "out of time budget",
+                "auth": "its key refused", "invalid_key": "its key refused"}  # fmt: skip
 
 
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:+,.0f} ms"
-
-
-def _headroom(peak: int, limit: int | None) -> str:
-    if limit is None:
-        return f"{peak:,} (no limit given)"
-    return f"{peak:,} / {limit:,} ({'OVER' if peak > limit else f'{1 - peak / limit:.0%} free'})"
-
-
-def comparison_table(comparison: Comparison) -> str:
-    base = comparison.baseline
-    rows: list[tuple[str, ...]] = [
-        ("", "baseline", *(c.label for c in comparison.candidates)),
-        ("requests", f"{base.requests:,}", *(f"{c.requests:,}" for c in comparison.candidates)),
-        ("failed", f"{base.failed:,}", *(f"{c.failed:,}" for c in comparison.candidates)),
-        ("fallback rate", f"{base.fallback_rate:.1%}",
-         *(f"{c.fallback_rate:.1%}" for c in comparison.candidates)),
-        ("cost", _usd(base.cost_usd), *(_usd(c.cost_usd) for c in comparison.candidates)),
-        ("extra cost vs baseline", "", *(_usd(comparison.extra_cost(c))
-                                         for c in comparison.candidates)),
-        ("fallback premium", "", *(_usd(c.fallback_premium_usd) for c in comparison.candidates)),
-        ("  price difference", "", *(_usd(c.price_difference_usd)
-                                     for c in comparison.candidates)),
-        ("  cache loss", "", *(_usd(c.cache_loss_usd) for c in comparison.candidates)),
-        ("re-warm", "", *(_usd(c.rewarm_usd) for c in comparison.candidates)),
-        ("wasted spend", _usd(base.wasted_usd), *(_usd(c.wasted_usd)
-                                                   for c in comparison.candidates)),
-        ("added latency p50", "", *(_ms(comparison.added_latency_ms(c, "p50"))
-                                    for c in comparison.candidates)),
-        ("added latency p99", "", *(_ms(comparison.added_latency_ms(c, "p99"))
-                                    for c in comparison.candidates)),
-        ("backup peak requests/min", "", *(_headroom(c.backup_peak_rpm, c.backup_rpm_limit)
-                                           for c in comparison.candidates)),
-        ("backup peak tokens/min", "", *(_headroom(c.backup_peak_tpm, c.backup_tpm_limit)
-                                         for c in comparison.candidates)),
-        ("simulated requests/s", _rate(base), *(_rate(c) for c in comparison.candidates)),
-    ]  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+def comparison_table(comparison: Comparison, tz: tzinfo = UTC) -> str:
+    """The command line's text: the table (`table_rows`), then what a scaled run cannot show,
+    the headroom warnings and a sentence per candidate."""
+    rows = table_rows(comparison)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-             for row in rows]  # fmt: skip
+                       for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
+             for r in rows]  # fmt: skip
     lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
+    notes = [scale_notice(comparison), *headroom_warnings(comparison, tz)]
+    said = [n for n in notes if n] + [sentence(comparison, c, tz) for c in comparison.ranked()]
+    return "\n".join(lines) + "\n\n" + "\n".join(said)
+
+
+def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
+    """The comparison as cells, a figure a row: the measure, the baseline's, then each
+    candidate's in `Comparison.ranked` order (failing ones first). The page shows the same
+    cells, a run a row."""
+    runs = comparison.ranked()
+    base = comparison.baseline
+
+    def row(name: str, of_base: str, cell: object) -> tuple[str, ...]:
+        return (name, of_base, *(cell(c) for c in runs))  # type: ignore[operator]
+
+    def part(name: str) -> object:
+        return lambda c: _signed(getattr(comparison.parts(c), name))
+
+    rows: list[tuple[str, ...]] = [
+        ("", "baseline", *(c.label for c in runs)),
+        row("verdict", "", lambda c: _verdict(comparison, c)),
+        row("requests", f"{base.requests:,}", lambda c: f"{c.requests:,}"),
+        row("answered", f"{base.answered:,}", lambda c: f"{c.answered:,}"),
+        row("failed", f"{base.failed:,}", lambda c: f"{c.failed:,}"),
+        row("fallback rate", f"{base.fallback_rate:.1%}", lambda c: f"{c.fallback_rate:.1%}"),
+        row("cost of answered requests", format_usd(base.answered_cost_usd),
+            lambda c: format_usd(c.answered_cost_usd)),
+        row("cost per answered request", format_usd(base.cost_per_answered_usd, 5),
+            lambda c: format_usd(c.cost_per_answered_usd, 5)),
+        row("extra cost vs baseline", "", lambda c: _signed(comparison.extra_cost(c))),
+        row("  price difference", "", part("price_difference_usd")),
+        row("  cache loss", "", part("cache_loss_usd")),
+        row("  re-warm", "", part("rewarm_usd")),
+        row("  wasted spend", "", part("wasted_usd")),
+        row("latency p50", _ms(base.latency_p50), lambda c: _added(comparison, c, "p50")),
+        row("latency p99", _ms(base.latency_p99), lambda c: _added(comparison, c, "p99")),
+        *(row(f"backup {measure}", "", lambda c, m=measure: _headroom_cell(comparison, c, m))
+          for measure in ("requests/min", "input tokens/min", "output tokens/min",
+                          "tokens/min")),
+        row("simulated requests/s", _rate(base), _rate),
+    ]  # fmt: skip
+    return rows
+
+
+def sentence(comparison: Comparison, run: RunResult, tz: tzinfo = UTC) -> str:
+    """What `run`'s candidate would do, failures first: "claude/claude-haiku-4-5 would fail
+    27,097 requests the baseline answers (27,453 in all): its 400 k tokens/min limit is reached
+    at 13:00 UTC." or "gpt/gpt-4.1-mini answers every request the baseline answers: saved
+    $229.38 over the scenario (price -$424.17, cache loss +$194.88, wasted -$0.08)."; a scaled
+    run's candidate that would pass a limit at full traffic says so instead of its cost."""
+    if comparison.fails_more(run):
+        extra = comparison.extra_failed(run)
+        return (f"{run.label} would fail {extra:,} requests the baseline answers "
+                f"({run.failed:,} in all): {_cause(comparison, run, tz)}.")  # fmt: skip
+    over = comparison.over_at_full_traffic(run)
+    if over:
+        h = max(over, key=lambda h: h.full_traffic / h.limit)
+        return (f"{run.label} would pass its {_compact(h.limit)} {h.measure} limit at full "
+                f"traffic (about {_compact(h.full_traffic)}): this {_pct(comparison.scale)} run "
+                "cannot reach its limits, so it cannot count the requests that would fail; "
+                "run it at 100 % to count them.")  # fmt: skip
+    unenforced = [h for h in comparison.headroom(run) if h.over]
+    if unenforced:
+        h = unenforced[0]
+        return (f"{run.label} goes over its {_compact(h.limit)} {h.measure} limit "
+                f"({_compact(h.load)} at its busiest), which the simulation does not enforce: "
+                "the requests a provider would refuse are not counted.")  # fmt: skip
+    answers = _answers(comparison, run)
+    cost = _cost(comparison, run)
+    slower = _latency_clause(comparison, run)
+    return f"{run.label} {answers}: {cost}{slower}."
+
+
+def scale_notice(comparison: Comparison) -> str | None:
+    """What a run of a share of the traffic cannot show, and what full traffic would put on
+    each backup with limits; None for a full run."""
+    scale = comparison.scale
+    if scale >= 1:
+        return None
+    each = []
+    for run in comparison.candidates:
+        limited = comparison.headroom(run)
+        if not limited:
+            continue
+        figures = ", ".join(f"{_compact(h.full_traffic)} of {_compact(h.limit)} {h.measure}"
+                            for h in limited)  # fmt: skip
+        verdict = "over its limits" if any(h.over for h in limited) else "within its limits"
+        each.append(f"{run.label} {verdict} ({figures})")
+    full = "; ".join(each) if each else "no backup has limits in this scenario"
+    return (f"This run sends {_pct(scale)} of the scenario's traffic, and limits are compared at "
+            f"{_pct(scale)} of their value: it cannot reach the backups' rate limits, so it "
+            "cannot show the requests they would refuse. At full traffic (its busiest "
+            f"{SUSTAINED_MINUTES} minutes scaled up, which leans high): {full}.")  # fmt: skip
+
+
+def headroom_warnings(comparison: Comparison, tz: tzinfo = UTC) -> list[str]:
+    """One line per backup whose rate limits refused requests, and one per limit its load
+    passed."""
+    said = []
+    for run in comparison.candidates:
+        load = run.load
+        if load is not None and load.refused and load.first_refused_at is not None:
+            cooling = sum(c.requests for c in run.causes
+                          if c.target == run.backup and c.error_class == "all_skipped"
+                          and c.rate_limited)  # fmt: skip
+            more = f", and {cooling:,} more failed while it cooled down" if cooling else ""
+            said.append(f"{run.label}: its rate limits refused {load.refused:,} requests from "
+                        f"{_at(load.first_refused_at, comparison, tz)}{more}.")  # fmt: skip
+        for h in comparison.headroom(run):
+            if h.over:
+                said.append(f"{run.label}: {h.load:,.0f} {h.measure} against a limit of "
+                            f"{_limit(h)}: over it.")  # fmt: skip
+    return said
+
+
+def latency_text(change: LatencyChange | None) -> str:
+    if change is None:
+        return "—"
+    return "≈ 0" if change.ms is None else f"{change.ms:+,.0f} ms"
+
+
+def headroom_text(h: Headroom) -> str:
+    """ "207 / 4,000 (95 % free)", "4,100 / 4,000 (OVER)"; a scaled limit says so."""
+    state = "OVER" if h.over else f"{1 - h.load / h.scaled_limit:.0%} free"
+    return f"{h.load:,.0f} / {_limit(h)} ({state})"
+
+
+def cause_text(cause: Cause) -> str:
+    """A failed request's end, for a person: "claude/claude-haiku-4-5: timed out"."""
+    if cause.error_class == "all_skipped" and cause.detail:
+        return f"{cause.target}: skipped, {cause.detail}"
+    return f"{cause.target}: {_CLASS_WORDS.get(cause.error_class, cause.error_class)}"
+
+
+# --- parts -----------------------------------------------------------------------------------
+
+
+def _verdict(comparison: Comparison, run: RunResult) -> str:
+    if comparison.fails_more(run):
+        return f"FAILS {comparison.extra_failed(run):,}"
+    if any(h.over for h in comparison.headroom(run)):
+        return "OVER LIMIT"
+    return "answers all"
+
+
+def _answers(comparison: Comparison, run: RunResult) -> str:
+    extra = comparison.extra_failed(run)
+    if extra == 0:
+        return "answers every request the baseline answers"
+    return (f"fails {extra:,} more requests than the baseline ({run.failed:,} against "
+            f"{comparison.baseline.failed:,}), within the run's noise")  # fmt: skip
+
+
+def _cost(comparison: Comparison, run: RunResult) -> str:
+    parts = comparison.parts(run)
+    named = [("price", parts.price_difference_usd), ("cache loss", parts.cache_loss_usd),
+             ("re-warm", parts.rewarm_usd), ("wasted", parts.wasted_usd)]  # fmt: skip
+    shown = [f"{name} {_signed(value)}" for name, value in named if _cents(value)]
+    total = format_change(parts.total, 2)
+    if total == "no difference":
+        return "no difference in cost over the scenario"
+    return f"{total} over the scenario ({', '.join(shown)})"
+
+
+def _cause(comparison: Comparison, run: RunResult, tz: tzinfo) -> str:
+    """Why most of `run`'s failed requests failed: its backup's limit, where the backup's own
+    limits refused them, else the commonest last attempt's target and class."""
+    load = run.load
+    causes = sorted(run.causes, key=lambda c: -c.requests)
+    top = causes[0] if causes else None
+    limited = load is not None and load.refused and load.first_refused_at is not None
+    if top is not None and top.rate_limited and top.target == run.backup and limited:
+        nearest = load.nearest_limit()  # type: ignore[union-attr]
+        when = _at(load.first_refused_at, comparison, tz)  # type: ignore[union-attr,arg-type]
+        if nearest is not None:
+            return f"its {_compact(nearest.limit)} {nearest.measure} limit is reached at {when}"
+        return f"its rate limits refuse requests from {when}"
+    if top is None:
+        return "no failed request was recorded"
+    return f"{top.requests:,} of them end at {cause_text(top)}"
+
+
+def _latency_clause(comparison: Comparison, run: RunResult) -> str:
+    changes = [(which, comparison.latency_change(run, which)) for which in ("p50", "p99")]
+    said = [f"{which} latency {latency_text(c)}" for which, c in changes
+            if c is not None and c.ms is not None]  # fmt: skip
+    return f"; {' and '.join(said)}" if said else ""
+
+
+def _headroom_cell(comparison: Comparison, run: RunResult, measure: str) -> str:
+    for h in comparison.headroom(run):
+        if h.measure == measure:
+            return headroom_text(h)
+    if run.load is None:
+        return ""
+    [load] = [x for x in run.load.loads if x.measure == measure]
+    value = load.peak if comparison.scale >= 1 else load.sustained
+    return f"{value:,.0f} (no limit given)"
+
+
+def _limit(h: Headroom) -> str:
+    if h.scale >= 1:
+        return f"{h.limit:,}"
+    return f"{h.scaled_limit:,.0f} ({h.limit:,} × {_pct(h.scale)})"
+
+
+def _added(comparison: Comparison, run: RunResult, which: str) -> str:
+    return latency_text(comparison.latency_change(run, which))
+
+
+def _ms(q: object) -> str:
+    return "—" if q is None else f"{q.ms:,.0f} ms"  # type: ignore[attr-defined]
 
 
 def _rate(run: RunResult) -> str:
     return f"{run.requests_per_s:,.0f}"
+
+
+def _signed(value: Decimal) -> str:
+    """ "+$9.10", "-$172.55", "$0.00": a part of a cost that goes either way."""
+    return ("+" if _cents(value) and value > 0 else "") + format_usd(value)
+
+
+def _cents(value: Decimal) -> bool:
+    return format_usd(abs(value)) != format_usd(0)
+
+
+def _pct(share: float) -> str:
+    """A traffic scale as the page's choices say it: "1 %", "100 %"."""
+    return f"{share * 100:g} %"
+
+
+def _compact(value: float) -> str:
+    """400000 → "400 k", 1283790 → "1.28 M", 4000 → "4,000": limits and loads at a glance."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.3g} M"
+    if value >= 100_000:
+        return f"{value / 1_000:.3g} k"
+    return f"{value:,.0f}"
+
+
+def _at(when: datetime, comparison: Comparison, tz: tzinfo) -> str:
+    """The time of day in `tz`, with the day when the scenario is longer than one."""
+    local = when.astimezone(tz)
+    long = comparison.baseline.duration_s > 86_400
+    return local.strftime("%a %H:%M %Z" if long else "%H:%M %Z")

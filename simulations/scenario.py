@@ -19,10 +19,20 @@ share = 0.7                           # of the requests
 input_tokens = 1800                   # mean prompt size (± 30 %)
 output_tokens = 250                   # mean answer size (± 40 %)
 cached_share = 0.8                    # of the prompt the primary reads from its cache
+# Recorded traffic instead (simulations.from_store writes these): the route's requests in each
+# minute from the start (the rate, share and curve are then ignored; a shorter list repeats),
+# and sizes drawn from evenly spaced quantiles, the minimum first and the maximum last.
+# per_minute = [3, 5, 4, ...]
+# input_quantiles = [1510, 1512, ..., 1530]
+# output_quantiles = [8, 9, ..., 12]
 
 [latency]                             # healthy providers: time to the whole answer
 median_ms = 600
 p99_ms = 4000
+[latency."claude/claude-haiku-4-5"]   # optional: a target's own, as measured
+median_ms = 420
+p99_ms = 2600
+ttft_ms = 180                         # time to the first token, where streamed
 
 [[faults]]
 target = "claude/claude-sonnet-4-5"   # or a provider name: all its models
@@ -36,6 +46,9 @@ rate = 1.0                            # share of requests that fail while it las
 [limits."gpt/gpt-4.1-mini"]           # the provider's rate limits on your account
 rpm = 5000
 tpm = 2000000
+
+Top level, optional: `traffic_scale = 0.01` simulates 1 % of the traffic (rate limits unscaled).
+`to_toml(scenario)` writes a scenario back in this form; reading it gives the same scenario.
 """
 
 from __future__ import annotations
@@ -51,35 +64,22 @@ from typing import Any
 from engine.alerts.rules import parse_duration
 from engine.config import Config, parse_config
 from engine.errors import ConfigError
+from simulations.scenario_traffic import (
+    Latency,
+    RouteTraffic,
+    parse_latency,
+    parse_routes_traffic,
+    positive,
+    table_of,
+)
 
 SCENARIOS_DIR = Path(__file__).parent / "scenarios"
 FAULT_KINDS = ("overloaded", "server_error", "rate_limit", "auth", "timeout", "slow")
 DEFAULT_START = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)  # a Monday
-_TOP = ("name", "description", "duration", "start", "seed", "backups", "providers", "routes",
-        "policy", "prices", "traffic", "latency", "faults", "limits")  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class RouteTraffic:
-    share: float
-    input_tokens: int  # mean prompt size
-    output_tokens: int  # mean answer size
-    cached_share: float = 0.0
-    # Recorded traffic (a scenario built from the store): requests in each minute from the
-    # scenario's start, replacing rate × share × curve; sizes drawn from these quantiles
-    # (evenly spaced, first the minimum, last the maximum) instead of around the means.
-    per_minute: tuple[float, ...] = ()
-    input_quantiles: tuple[int, ...] = ()
-    output_quantiles: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Latency:
-    """A healthy target's time to the whole answer (a lognormal through median and p99)."""
-
-    median_ms: float
-    p99_ms: float
-    ttft_ms: float | None = None  # time to the first token, where measured
+_TOP = ("name", "description", "duration", "start", "seed", "backups", "traffic_scale",
+        "providers", "prompts", "routes", "policy", "prices", "traffic", "latency", "faults",
+        "limits")  # fmt: skip
+CHAIN_KEYS = ("providers", "prompts", "routes", "policy", "prices")  # as in switchover.toml
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,10 @@ class Fault:
 @dataclass(frozen=True, slots=True)
 class Limits:
     rpm: int | None = None
-    tpm: int | None = None
+    tpm: int | None = None  # input + output tokens a minute
+    # Providers that limit input and output tokens apart (Anthropic's ITPM and OTPM).
+    input_tpm: int | None = None
+    output_tpm: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,14 @@ def library() -> list[Path]:
     return sorted(SCENARIOS_DIR.glob("*.toml"))
 
 
+def to_toml(scenario: Scenario) -> str:
+    """`scenario` as TOML that `parse_scenario(tomllib.loads(...))` reads back equal to it: a
+    scenario built from the store, saved into the library (simulations.scenario_toml)."""
+    from simulations.scenario_toml import scenario_text
+
+    return scenario_text(scenario)
+
+
 def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scenario:
     def fail(key: str, problem: str) -> ConfigError:
         return ConfigError(f"{source}: {key}: {problem}")
@@ -164,7 +175,7 @@ def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scen
     for key in data:
         if key not in _TOP:
             raise fail(key, f"unknown key (allowed: {', '.join(_TOP)})")
-    chain = {k: data[k] for k in ("providers", "routes", "policy", "prices") if k in data}
+    chain = {k: data[k] for k in CHAIN_KEYS if k in data}
     config = parse_config(chain, source=source)
     duration = parse_duration(data.get("duration", "1h"))
     if not duration:
@@ -177,24 +188,19 @@ def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scen
             raise fail("start", "must be a date and time like 2026-11-23T09:00:00Z") from None
     if not isinstance(start, datetime) or start.tzinfo is None:
         raise fail("start", "must be a date and time with a timezone (…Z for UTC)")
-    traffic = _table(data.get("traffic", {}), "traffic", fail)
+    traffic = table_of(data.get("traffic", {}), "traffic", fail)
     rate = traffic.get("rate_per_s", 5)
-    if not _positive(rate):
+    if not positive(rate):
         raise fail("traffic.rate_per_s", "must be a positive number")
-    routes = {
-        name: _route_traffic(name, raw, fail)
-        for name, raw in _table(traffic.get("routes", {}), "traffic.routes", fail).items()
-    }
-    for name in routes:
-        if name not in config.routes:
-            raise fail(f"traffic.routes.{name}", "is not a route of [routes]")
-    if not routes:
-        raise fail("traffic.routes", "give at least one route's share of the traffic")
-    latency = _table(data.get("latency", {}), "latency", fail)
+    routes = parse_routes_traffic(traffic, config.routes, duration, fail)
+    scale = data.get("traffic_scale", 1.0)
+    if not positive(scale):
+        raise fail("traffic_scale", "must be a positive number (1 is the traffic as given)")
+    latency, target_latency = parse_latency(data.get("latency", {}), fail)
     faults = tuple(_fault(i, raw, duration, fail) for i, raw in enumerate(data.get("faults", [])))
     limits = {
-        target: Limits(raw.get("rpm"), raw.get("tpm"))
-        for target, raw in _table(data.get("limits", {}), "limits", fail).items()
+        target: Limits(raw.get("rpm"), raw.get("tpm"), raw.get("input_tpm"), raw.get("output_tpm"))
+        for target, raw in table_of(data.get("limits", {}), "limits", fail).items()
     }
     backups = tuple(data.get("backups", ()))
     return Scenario(
@@ -207,32 +213,20 @@ def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scen
         rate_per_s=float(rate),
         daily_curve=bool(traffic.get("daily_curve", False)),
         routes=routes,
-        median_ms=float(latency.get("median_ms", 600)),
-        p99_ms=float(latency.get("p99_ms", 4000)),
+        median_ms=latency.median_ms,
+        p99_ms=latency.p99_ms,
         faults=faults,
         limits=limits,
         backups=backups,
         source=source,
-    )
-
-
-def _route_traffic(name: str, raw: Any, fail: Any) -> RouteTraffic:
-    where = f"traffic.routes.{name}"
-    raw = _table(raw, where, fail)
-    for key in ("share", "input_tokens", "output_tokens"):
-        if not _positive(raw.get(key)):
-            raise fail(f"{where}.{key}", "must be a positive number")
-    cached = raw.get("cached_share", 0.0)
-    if not isinstance(cached, int | float) or not 0 <= cached <= 1:
-        raise fail(f"{where}.cached_share", "must be between 0 and 1")
-    return RouteTraffic(
-        float(raw["share"]), int(raw["input_tokens"]), int(raw["output_tokens"]), float(cached)
+        target_latency=target_latency,
+        traffic_scale=float(scale),
     )
 
 
 def _fault(i: int, raw: Any, duration: float, fail: Any) -> Fault:
     where = f"faults[{i}]"
-    raw = _table(raw, where, fail)
+    raw = table_of(raw, where, fail)
     kind = raw.get("kind")
     if kind not in FAULT_KINDS:
         raise fail(f"{where}.kind", f"must be one of {', '.join(FAULT_KINDS)} (got {kind!r})")
@@ -249,26 +243,16 @@ def _fault(i: int, raw: Any, duration: float, fail: Any) -> Fault:
     flapping = raw.get("flapping")
     period = down = None
     if flapping is not None:
-        flapping = _table(flapping, f"{where}.flapping", fail)
+        flapping = table_of(flapping, f"{where}.flapping", fail)
         period, down = parse_duration(flapping.get("period")), parse_duration(flapping.get("down"))
         if not period or down is None or down > period:
             raise fail(f"{where}.flapping", 'needs period and down (≤ period), like "10m", "3m"')
-    if kind == "slow" and not _positive(raw.get("median_ms")):
+    if kind == "slow" and not positive(raw.get("median_ms")):
         raise fail(f"{where}.median_ms", "a slow fault needs its median latency")
     return Fault(
         target, kind, start, end, float(rate), raw.get("retry_after_s"),
         raw.get("median_ms"), raw.get("p99_ms"), period, down,
     )  # fmt: skip
-
-
-def _table(value: Any, where: str, fail: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise fail(where, "must be a table")
-    return value
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def compressed(scenario: Scenario, factor: float) -> Scenario:
@@ -306,6 +290,12 @@ def compressed(scenario: Scenario, factor: float) -> Scenario:
         rate_per_s=scenario.rate_per_s * factor,
         median_ms=scenario.median_ms / factor,
         p99_ms=scenario.p99_ms / factor,
+        target_latency={
+            target: Latency(
+                t.median_ms / factor, t.p99_ms / factor, t.ttft_ms and t.ttft_ms / factor
+            )
+            for target, t in scenario.target_latency.items()
+        },
         faults=faults,
         daily_curve=False,
     )

@@ -18,14 +18,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import multiprocessing
+import os
+import pickle
 import random
 import re
 import shutil
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import numpy as np
@@ -69,9 +75,13 @@ def with_backup(config: Config, backup: str) -> Config:
             )
     routes = {}
     for name, route in config.routes.items():
-        targets = [t for t in route.targets if t != target]
-        targets = [targets[0], target, *targets[2:]] if targets else [target]
-        routes[name] = dataclasses.replace(route, targets=tuple(targets))  # every option kept
+        primary, *rest = route.targets
+        if primary == target:  # a route's first target cannot be its own backup: unchanged
+            routes[name] = route
+            continue
+        later = [t for t in rest[1:] if t != target]
+        # every option kept
+        routes[name] = dataclasses.replace(route, targets=(primary, target, *later))
     return dataclasses.replace(config, providers=providers, routes=routes)
 
 
@@ -134,6 +144,11 @@ class _Run:
         self.first_z = np.random.default_rng(scenario.seed + 1).standard_normal(n)
         self.served: dict[Any, list[float]] = defaultdict(list)
         caches = Caches(on_served=lambda key, at: self.served[key].append(at))
+        for name in scenario.routes:
+            if name in config.routes and scenario.routes[name].cached_share > 0:
+                # The primary served this route before the scenario began: its cache is warm
+                # (as a recorded incident's was), a backup's cold.
+                caches.served((config.routes[name].targets[0].model, name), 0.0)
         active = scenario.faults if faults else ()
         providers = {
             name: SimulatedProvider(
@@ -187,10 +202,11 @@ class _Run:
             if progress is not None and i // step != told:
                 told = i // step
                 progress(label, i / n)
-            if ff is not None and not self._tasks:
-                # Nothing under way: the state can change only with time, so every arrival
-                # that qualifies from here on is answered at once, up to the first that does not.
-                j = ff.bulk(i, clock.now())
+            if ff is not None:
+                # Until the loop's next timer no chain request can act, so the state can change
+                # only with time: every arrival before it that qualifies is answered at once,
+                # up to the first that does not.
+                j = ff.bulk(i, clock.now(), clock.quiet_until())
                 if j > i:
                     i = j
                     continue
@@ -215,26 +231,106 @@ def simulate(
     *,
     results_dir: Path,
     progress: Progress | None = None,
+    processes: int | None = 1,
 ) -> Comparison:
-    """The baseline and one run per backup candidate (the scenario's own when none given)."""
+    """The baseline and one run per backup candidate (the scenario's own when none given).
+    `processes`: run the runs side by side in that many processes; None: one per core once
+    the traffic is large enough to pay for starting them. Processes are spawned, so a script
+    that asks for them must guard its main code (`if __name__ == "__main__":`); the command
+    line and the What-if page's jobs do."""
     candidates = list(backups or scenario.backups) or [_second_target(scenario.config)]
     traffic = arrivals(scenario)
     root = results_dir / slug(scenario.name)
-    baseline = run_once(scenario, scenario.config, traffic, DataPaths(root / "baseline"),
-                        faults=False, label="baseline", progress=progress)  # fmt: skip
-    runs = [
-        run_once(
-            scenario,
-            with_backup(scenario.config, backup),
-            traffic,
-            DataPaths(root / slug(backup)),
-            label=backup,
-            backup=backup,
-            progress=progress,
-        )
-        for backup in candidates
-    ]
-    return Comparison(scenario.name, baseline, runs)
+    runs = [("baseline", None), *((backup, backup) for backup in candidates)]
+    for _, backup in runs:
+        if backup is not None:
+            with_backup(scenario.config, backup)  # an unknown backup fails before any run
+    if processes is None:
+        processes = (os.cpu_count() or 1) if len(traffic) >= PARALLEL_FROM else 1
+    workers = processes
+    workers = min(workers, len(runs))
+    if workers > 1 and _picklable(scenario):
+        results = _in_processes(scenario, runs, root, workers, progress)
+    else:
+        results = [_one_run(scenario, label, backup, root, traffic, progress)
+                   for label, backup in runs]  # fmt: skip
+    return Comparison(scenario.name, results[0], results[1:])
+
+
+# Below this many requests a run takes a few seconds: starting processes would cost as much.
+PARALLEL_FROM = 200_000
+
+
+def _one_run(
+    scenario: Scenario,
+    label: str,
+    backup: str | None,
+    root: Path,
+    traffic: Any,
+    progress: Progress | None,
+) -> RunResult:
+    config = scenario.config if backup is None else with_backup(scenario.config, backup)
+    paths = DataPaths(root / ("baseline" if backup is None else slug(backup)))
+    return run_once(scenario, config, traffic, paths, faults=backup is not None, label=label,
+                    backup=backup, progress=progress)  # fmt: skip
+
+
+def _picklable(scenario: Scenario) -> bool:
+    try:
+        pickle.dumps(scenario)
+    except Exception:  # a compiled output contract, say: run in this process
+        return False
+    return True
+
+
+_progress_queue: Any = None
+
+
+def _worker_init(queue: Any) -> None:
+    global _progress_queue
+    _progress_queue = queue
+
+
+def _worker_run(scenario: Scenario, label: str, backup: str | None, root: Path) -> RunResult:
+    def tell(what: str, share: float) -> None:
+        _progress_queue.put((what, share))
+
+    return _one_run(scenario, label, backup, root, arrivals(scenario), tell)
+
+
+def _in_processes(
+    scenario: Scenario,
+    runs: list[tuple[str, str | None]],
+    root: Path,
+    workers: int,
+    progress: Progress | None,
+) -> list[RunResult]:
+    """The runs in `workers` fresh processes (spawned: nothing of this one's threads or loops
+    is inherited); their progress comes back through a queue."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    stop = threading.Event()
+
+    def relay() -> None:
+        while not stop.is_set() or not queue.empty():
+            try:
+                what, share = queue.get(timeout=0.1)
+            except Empty:
+                continue
+            if progress is not None:
+                progress(what, share)
+
+    relaying = threading.Thread(target=relay, name="simulation-progress", daemon=True)
+    relaying.start()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
+                                 initargs=(queue,)) as pool:  # fmt: skip
+            futures = [pool.submit(_worker_run, scenario, label, backup, root)
+                       for label, backup in runs]  # fmt: skip
+            return [future.result() for future in futures]
+    finally:
+        stop.set()
+        relaying.join(timeout=5)
 
 
 def _second_target(config: Config) -> str:

@@ -24,7 +24,6 @@ simulator fast-forwards (simulations.fastforward) meets exactly what the chain w
 from __future__ import annotations
 
 import contextvars
-import heapq
 import json
 import math
 import random
@@ -32,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
+import numpy as np
 
 from engine.classify import classify_exception, classify_response
 from engine.clock import Clock
@@ -117,7 +117,8 @@ class SimulatedProvider:
         }
         self.limits = dict(limits or {})
         self.caches = caches or Caches()
-        self._minute: dict[str, tuple[int, int, int]] = {}  # target → (minute, requests, tokens)
+        # target → (minute, requests, input tokens, output tokens) in the minute so far
+        self._minute: dict[str, tuple[int, int, int, int]] = {}
         self._errors = {fault: _error(fault, kind) for fault in ("overloaded", "server_error",
                                                                  "auth", "rate_limit")}  # fmt: skip
 
@@ -135,7 +136,7 @@ class SimulatedProvider:
             await self.clock.sleep(latency * _ERROR_DELAY)
             raise self._error_for(fault.kind, fault.retry_after_s)
         prompt = request.estimated_input_tokens()
-        limited = self._over_limit(target, prompt + (request.max_tokens or 0))
+        limited = self._over_limit(target, prompt, request.max_tokens or 0)
         if limited is not None:
             await self.clock.sleep(latency * _ERROR_DELAY)
             raise self._error_for("rate_limit", limited)
@@ -189,21 +190,23 @@ class SimulatedProvider:
             cache_write_tokens=0 if warm else cacheable,
         )
 
-    def _over_limit(self, target: str, tokens: int) -> float | None:
-        """Seconds to the next minute when this request would pass the target's limits."""
+    def _over_limit(self, target: str, prompt: int, output: int) -> float | None:
+        """Seconds to the next minute when this request would pass the target's limits
+        (requests, tokens, input tokens or output tokens a minute)."""
         limits = self.limits.get(target)
         if limits is None:
             return None
         now = self.clock.now()
         minute = int(now // 60)
-        seen_minute, requests, used = self._minute.get(target, (minute, 0, 0))
-        if seen_minute != minute:
-            requests, used = 0, 0
-        if (limits.rpm is not None and requests + 1 > limits.rpm) or (
-            limits.tpm is not None and used + tokens > limits.tpm
-        ):
+        seen, requests, used_in, used_out = self._minute.get(target, (minute, 0, 0, 0))
+        if seen != minute:
+            requests, used_in, used_out = 0, 0, 0
+        after = (requests + 1, used_in + prompt, used_out + output)
+        caps = (limits.rpm, limits.input_tpm, limits.output_tpm)
+        over = any(cap is not None and value > cap for value, cap in zip(after, caps, strict=True))
+        if over or (limits.tpm is not None and after[1] + after[2] > limits.tpm):
             return 60 - now % 60
-        self._minute[target] = (minute, requests + 1, used + tokens)
+        self._minute[target] = (minute, *after)
         return None
 
     def _error_for(self, kind: str, retry_after_s: float | None) -> Exception:
@@ -220,8 +223,7 @@ class Caches:
 
     def __init__(self, on_served: Callable[[Any, float], None] | None = None) -> None:
         self._last: dict[Any, float] = {}  # key → the latest completion so far
-        self._ahead: dict[Any, list[Any]] = {}  # key → sorted arrays of future completions
-        self._single: dict[Any, list[float]] = {}  # key → a heap of them, one at a time
+        self._ahead: dict[Any, np.ndarray] = {}  # key → sorted times of completions to come
         self.on_served = on_served
 
     def served(self, key: Any, now: float) -> bool:
@@ -235,28 +237,27 @@ class Caches:
     def latest_before(self, key: Any, now: float) -> float:
         last = self._last.get(key, -math.inf)
         ahead = self._ahead.get(key)
-        if ahead:
-            kept = []
-            for times in ahead:  # a few arrays: one per stretch fast-forwarded in bulk
-                i = int(times.searchsorted(now, side="right"))
-                if i:
-                    last = max(last, float(times[i - 1]))
-                if i < len(times):
-                    kept.append(times[i:])
-            self._ahead[key] = kept
-        single = self._single.get(key)
-        while single and single[0] <= now:
-            last = max(last, heapq.heappop(single))
+        if ahead is not None and len(ahead) and ahead[0] <= now:
+            i = int(ahead.searchsorted(now, side="right"))
+            last = max(last, float(ahead[i - 1]))
+            self._ahead[key] = ahead[i:]
         self._last[key] = last
         return last
 
     def will_serve(self, key: Any, completions: Any) -> None:
         """Fast-forwarded requests on `key` complete at these (sorted) times."""
         if len(completions):
-            self._ahead.setdefault(key, []).append(completions)
+            ahead = self._ahead.get(key)
+            if ahead is None or not len(ahead):
+                self._ahead[key] = completions
+                return
+            merged = np.concatenate([ahead, completions])
+            if ahead[-1] > completions[0]:
+                merged.sort(kind="mergesort")
+            self._ahead[key] = merged
 
     def will_serve_one(self, key: Any, completion: float) -> None:
-        heapq.heappush(self._single.setdefault(key, []), completion)
+        self.will_serve(key, np.array([completion]))
 
 
 def _sigma(median_ms: float, p99_ms: float) -> float:

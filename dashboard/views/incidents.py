@@ -91,6 +91,15 @@ else:
         f"top error: {incident.top_error or 'none recorded'} · "
         f"re-warm {data.usd(incident.rewarm_usd)} · wasted {data.usd(incident.wasted_usd)}"
     )
+    # What-if replays it: its window, the fault schedule its attempts show, its traffic.
+    if chosen in set(data.query("replayable_incidents", since=since)["incident_id"]):
+        if st.button("Replay with another backup", icon=":material/science:",
+                     key="incident_replay", help="What-if on this incident's window, fault "
+                     "schedule and traffic, with the backups you choose"):  # fmt: skip
+            st.switch_page("views/whatif.py", query_params={"incident": chosen})
+    else:
+        st.caption("It can be replayed with another backup once it has ended and the scheduler "
+                   "has published its minutes.")  # fmt: skip
     drilled = incident.get("during_drills")
     if isinstance(drilled, str) and drilled:
         st.info(f"During drill {drilled}: a fault drill held a target of these routes down "

@@ -31,6 +31,7 @@ from engine.store.readiness_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 from engine.store.telemetry import TABLES as TELEMETRY_TABLES
+from engine.store.traffic_tables import TABLES as TRAFFIC_PROFILE_TABLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +205,15 @@ MIGRATIONS += (
         ALTER TABLE attempts ADD COLUMN continues_attempt SMALLINT;
         ALTER TABLE attempts ADD COLUMN continued_chars INTEGER;
         """,
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        12,
+        "the traffic profile: prompt and answer sizes per route and hour (their sums per "
+        "minute), latency per target and hour (what-if scenarios from the store)",
+        TRAFFIC_PROFILE_TABLES,
     ),
 )
 

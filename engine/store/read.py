@@ -38,6 +38,8 @@ from engine.store.publish import RECENT_ATTEMPTS, Snapshot, read_manifest
 from engine.store.readiness_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.rollups import CURRENT_ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
+from engine.store.traffic_profile import QUERY_SPECS as PROFILE_QUERIES
+from engine.store.traffic_profile import SNAPSHOT_COLUMNS as PROFILE_COLUMNS
 
 # The columns of each snapshot, as DuckDB DDL, for the empty stand-in before it exists.
 SNAPSHOT_COLUMNS: dict[str, str] = {
@@ -47,6 +49,7 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
     "last_seen TIMESTAMPTZ",
     "failure_classes": "day TIMESTAMPTZ, provider VARCHAR, error_class VARCHAR, "
     "fault_kind VARCHAR, http_status SMALLINT, attempts BIGINT",
+    **PROFILE_COLUMNS,  # what-if scenarios from the store (engine.store.traffic_profile)
     **{
         table: ", ".join(
             line.strip().rstrip(",").replace(" NOT NULL", "").replace(" PRIMARY KEY", "")
@@ -383,6 +386,7 @@ QUERIES: dict[str, Query] = {
         ("drills",),
         {"since": None, "until": None, "route": None},
     ),
+    **{name: Query(sql, reads, params) for name, (sql, reads, params) in PROFILE_QUERIES.items()},
 }
 
 

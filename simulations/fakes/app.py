@@ -101,7 +101,7 @@ class FakeApp:
         self.rng = random.Random(seed)
         self.ids = Ids(self.rng)
         self.controls = Controls(self.clock, self.rng, default_fault)
-        self.cache = PromptCache(cache_hit_ratio)
+        self.cache = PromptCache(cache_hit_ratio, now=self.clock.now)
         self.valid_keys = set(valid_keys) if valid_keys is not None else None
         self.reply_text = reply_text
         self.log: deque[Call] = deque(maxlen=log_limit)

@@ -26,6 +26,7 @@ import math
 import random
 import re
 import string
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -202,6 +203,34 @@ def split_json(text: str, size: int = 16) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
+class _Entries:
+    """Cached prefix digests with the time each expires; a set's `in`, `add` and `update`."""
+
+    def __init__(self, now: Callable[[], float] | None, ttl_s: float) -> None:
+        self._now, self._ttl = now, ttl_s
+        self._until: dict[bytes, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._until)
+
+    def __contains__(self, digest: bytes) -> bool:
+        until = self._until.get(digest)
+        if until is None:
+            return False
+        if self._now is not None and until <= self._now():
+            del self._until[digest]
+            return False
+        self.add(digest)  # a read keeps the prefix warm
+        return True
+
+    def add(self, digest: bytes) -> None:
+        self._until[digest] = math.inf if self._now is None else self._now() + self._ttl
+
+    def update(self, digests: Iterable[bytes]) -> None:
+        for digest in digests:
+            self.add(digest)
+
+
 class PromptCache:
     """Which prompt prefixes each provider has cached, per (dialect, model).
 
@@ -209,21 +238,32 @@ class PromptCache:
     earlier-written prefix at a block boundary; OpenAI caches prompts of ≥1024 tokens
     automatically, matching in 128-token steps. `hit_ratio` overrides both with a fixed share
     of the prompt, for simulations that want a given hit rate.
+
+    A cached prefix lives `ttl_s` (five minutes, both providers' default) after it was last
+    written or read, on the injected clock: a primary that served nothing through an outage
+    writes its prompt again when it comes back (the re-warm), as the real ones do.
     """
 
     _MAX_ENTRIES = 200_000
+    TTL_S = 300.0
 
-    def __init__(self, hit_ratio: float | None = None) -> None:
+    def __init__(
+        self, hit_ratio: float | None = None, now: Callable[[], float] | None = None
+    ) -> None:
         self.hit_ratio = hit_ratio
-        self._seen: dict[tuple[str, str], set[bytes]] = {}
+        self._now = now
+        self._seen: dict[tuple[str, str], _Entries] = {}
 
     def clear(self) -> None:
         self._seen.clear()
 
-    def _store(self, key: tuple[str, str]) -> set[bytes]:
+    def _store(self, key: tuple[str, str]) -> _Entries:
         if sum(map(len, self._seen.values())) > self._MAX_ENTRIES:
             self._seen.clear()
-        return self._seen.setdefault(key, set())
+        entries = self._seen.get(key)
+        if entries is None:
+            entries = self._seen[key] = _Entries(self._now, self.TTL_S)
+        return entries
 
     def anthropic(self, model: str, segments: list[tuple[str, bool]]) -> PromptUsage:
         """`segments`: each block of tools, system, messages as text, and whether it is a

@@ -117,8 +117,10 @@ def test_a_backup_over_its_rate_limit_shows_in_the_headroom_and_fails_requests(t
     tight = {**SMALL, "limits": {"gpt/gpt-4.1-mini": {"rpm": 60}}}
     comparison = simulate(parse_scenario(tight), ["gpt/gpt-4.1-mini"], results_dir=tmp_path)
     [run] = comparison.candidates
-    assert run.backup_rpm_limit == 60
-    assert run.backup_peak_rpm > 60, "the demand on the backup, refused beyond its limit"
+    [rpm] = comparison.headroom(run)
+    assert (rpm.measure, rpm.limit) == ("requests/min", 60)
+    assert rpm.load > 60, "the demand on the backup, refused beyond its limit"
+    assert run.load is not None and run.load.refused > 0
     assert run.failed > comparison.baseline.failed
 
 

@@ -1,0 +1,308 @@
+"""A what-if simulation as a job in a process of its own. The dashboard starts one and polls
+its folder; the Streamlit server never runs a simulation itself, which would hold its
+interpreter for minutes and slow every viewer's page, and a job outlives the page that started
+it (a reload, a closed tab, another viewer opening What-if).
+
+    data/simulations/jobs/<id>/
+        job.json      what to run: a title, the scenario's TOML, the candidates, the traffic scale
+        status.json   running, done, failed or stopped; the share done and the run under way
+        result.json   the comparison (simulations.results.as_json), once done
+        runs/         the runs' results stores (only the newest KEEP_STORES jobs keep theirs)
+        log.txt       the process's own output
+
+    python -m simulations.job FOLDER
+
+The process, and the workers it starts for a large run (one per core but one: `workers`), run
+on CPU time nobody else wants (SCHED_IDLE; nice 10 where that is not available), so that on a
+small machine the dashboard's viewers come first. It never touches the live store: its stores
+are under its folder. Each file is written aside and renamed (`atomic_write`), so a poll never
+reads half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import traceback
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.recorder_status import atomic_write
+from simulations.results import Comparison, as_json, from_json
+from simulations.scenario import Scenario
+
+JOBS = Path("simulations") / "jobs"  # under the data folder
+KEEP_STORES = 3  # finished jobs whose runs' stores are kept (each a few tens of MB)
+KEEP_JOBS = 20  # job folders kept at all: their results stay readable on the page
+NICE = 10  # where SCHED_IDLE is not available
+_STATUS_EVERY_S = 0.25  # progress is written at most this often
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    title: str  # what the page calls it: the scenario's name, or the incident replayed
+    scenario: str  # the scenario as TOML (simulations.scenario)
+    backups: tuple[str, ...]  # the candidates; empty: the scenario's own
+    scale: float = 1.0  # the share of the scenario's traffic to send
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    folder: Path
+    title: str
+    state: str  # "running", "done", "failed" or "stopped"
+    share: float  # of the whole job, 0 to 1
+    doing: str  # the run under way ("baseline", a candidate)
+    started_at: datetime
+    updated_at: datetime
+    error: str = ""
+    scale: float = 1.0
+    pid: int | None = None  # the job's process, the leader of its process group
+
+    @property
+    def id(self) -> str:
+        return self.folder.name
+
+    @property
+    def over(self) -> bool:
+        return self.state != "running"
+
+    def comparison(self) -> Comparison | None:
+        path = self.folder / "result.json"
+        return from_json(json.loads(path.read_text())) if self.state == "done" else None
+
+
+def jobs_dir(data_root: Path) -> Path:
+    return data_root / JOBS
+
+
+def start(data_root: Path, spec: JobSpec) -> Path:
+    """Start `spec` in a process of its own; its folder, which `status` reads."""
+    folder = jobs_dir(data_root).resolve() / _new_id()
+    folder.mkdir(parents=True)
+    _write(folder / "job.json", asdict(spec))
+    now = datetime.now(UTC)
+    _write_status(folder, spec, "running", 0.0, "starting", now, pid=None)
+    with open(folder / "log.txt", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "simulations.job", str(folder)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a stop ends it and nothing else
+        )  # fmt: skip
+    _write_status(folder, spec, "running", 0.0, "starting", now, pid=process.pid)
+    # Reaped here when it ends, or it lingers as a zombie that looks alive to `status`.
+    threading.Thread(target=process.wait, daemon=True, name=f"job-{folder.name}").start()
+    _prune(folder.parent)
+    return folder
+
+
+def status(folder: Path) -> JobStatus:
+    """What the job in `folder` is doing. A job whose process is gone without saying it ended
+    (killed, the machine restarted) reads "stopped"."""
+    body = json.loads((folder / "status.json").read_text())
+    state, error = body["state"], body.get("error", "")
+    if state == "running" and body.get("pid") and not _alive(body["pid"]):
+        # Gone: whatever it wrote last is on disk now. Read it again (it may have ended
+        # between the first read and the check), and give a file being renamed into place
+        # a moment; only a process that left no word at all was stopped.
+        for _ in range(10):
+            body = json.loads((folder / "status.json").read_text())
+            state, error = body["state"], body.get("error", "")
+            if state != "running":
+                break
+            if (folder / "result.json").exists():
+                state = "done"
+                break
+            time.sleep(0.05)
+        else:
+            state, error = "stopped", "the simulation's process ended without a result"
+    return JobStatus(
+        folder, body["title"], state, float(body["share"]), body["doing"],
+        datetime.fromisoformat(body["started_at"]), datetime.fromisoformat(body["updated_at"]),
+        error, float(body.get("scale", 1.0)), body.get("pid"),
+    )  # fmt: skip
+
+
+def recent(data_root: Path, limit: int = KEEP_JOBS) -> list[JobStatus]:
+    """The jobs in `data_root`, newest first."""
+    folder = jobs_dir(data_root)
+    found = sorted((p for p in folder.glob("*") if (p / "status.json").exists()), reverse=True)
+    return [status(p) for p in found[:limit]]
+
+
+def running(data_root: Path) -> JobStatus | None:
+    return next((job for job in recent(data_root) if job.state == "running"), None)
+
+
+def stop(folder: Path) -> None:
+    """End the job's process group, its workers too, and say it was stopped."""
+    body = json.loads((folder / "status.json").read_text())
+    if body["state"] == "running" and body.get("pid"):
+        _end_group(body["pid"])
+        body.update(state="stopped", error="stopped from the page",
+                    updated_at=datetime.now(UTC).isoformat())  # fmt: skip
+        _write(folder / "status.json", body)
+
+
+def _end_group(pgid: int, grace_s: float = 2.0) -> None:
+    """SIGTERM to the group, then SIGKILL to what is left after `grace_s`: a worker spawned
+    while multiprocessing's resource tracker started inherits SIGTERM blocked, and a job has
+    nothing to save (its half-written stores are its own)."""
+    deadline = time.monotonic() + grace_s
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
+def wait(folder: Path, timeout_s: float) -> JobStatus:
+    """The job's status once it is over, or when `timeout_s` have passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = status(folder)
+        if job.over or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
+
+
+# --- the job's process -----------------------------------------------------------------------
+
+
+def run(folder: Path) -> int:
+    """Run the job in `folder` (in this process); 0 when its result is written."""
+    from simulations.scenario import parse_scenario
+    from simulations.simulate import simulate
+
+    body = json.loads((folder / "job.json").read_text())
+    spec = JobSpec(body["title"], body["scenario"], tuple(body["backups"]), body["scale"])
+    started = datetime.fromisoformat(json.loads((folder / "status.json").read_text())["started_at"])
+    done: dict[str, float] = {}
+    last = 0.0
+    try:
+        scenario = parse_scenario(tomllib.loads(spec.scenario), source=spec.title)
+        scenario = scenario.scaled(spec.scale)
+        runs = 1 + (len(spec.backups) or len(scenario.backups) or 1)
+
+        def progress(label: str, share: float) -> None:
+            nonlocal last
+            done[label] = share
+            if time.monotonic() - last >= _STATUS_EVERY_S or share >= 1:
+                last = time.monotonic()
+                _write_status(folder, spec, "running", min(1.0, sum(done.values()) / runs),
+                              label, started, pid=os.getpid())  # fmt: skip
+
+        comparison = simulate(scenario, list(spec.backups) or None,
+                              processes=workers(scenario), results_dir=folder / "runs",
+                              progress=progress)  # fmt: skip
+        _write(folder / "result.json", as_json(comparison))
+        _write_status(folder, spec, "done", 1.0, "", started, pid=os.getpid())
+        return 0
+    except (ConfigError, tomllib.TOMLDecodeError) as exc:
+        _write_status(folder, spec, "failed", 0.0, "", started, pid=os.getpid(),
+                      error=f"This scenario cannot run: {exc}")  # fmt: skip
+        return 1
+    except Exception as exc:  # told on the page (and the trace in log.txt), never lost
+        traceback.print_exc()
+        _write_status(folder, spec, "failed", sum(done.values()), "", started, pid=os.getpid(),
+                      error=f"The simulation failed: {type(exc).__name__}: {exc}")  # fmt: skip
+        return 1
+
+
+def workers(scenario: Scenario) -> int:
+    """Processes for the job's runs: one per core but one, for a run large enough to pay for
+    starting them. The core left alone is the dashboard's: even on idle CPU time, a busy
+    neighbour core slows a page render (measured on 2 cores: one busy core +12 %, both +39 %,
+    bench/whatif_isolation.py), so the viewers keep one to themselves."""
+    from simulations.simulate import PARALLEL_FROM
+
+    sent = scenario.rate_per_s * scenario.traffic_scale * scenario.duration_s  # at most
+    spare = max(1, (os.cpu_count() or 1) - 1)
+    return spare if sent >= PARALLEL_FROM else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    [folder] = argv if argv is not None else sys.argv[1:]
+    yield_the_cpu()
+    return run(Path(folder))
+
+
+def yield_the_cpu() -> str:
+    """Run this process (and the workers it starts, which inherit it) only on CPU time nobody
+    else wants: Linux's SCHED_IDLE, where there is one, else nice NICE. What it got."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return "SCHED_IDLE"
+    except (AttributeError, OSError):  # not Linux, or not allowed
+        with contextlib.suppress(OSError):
+            os.nice(NICE)
+        return f"nice {NICE}"
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def _new_id() -> str:
+    """Sortable by start time, unique across viewers starting jobs in the same second."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{secrets.token_hex(3)}"
+
+
+def _write(path: Path, body: dict[str, Any]) -> None:
+    atomic_write(path, json.dumps(body, indent=1).encode())
+
+
+def _write_status(
+    folder: Path, spec: JobSpec, state: str, share: float, doing: str, started: datetime,
+    *, pid: int | None, error: str = "",
+) -> None:  # fmt: skip
+    _write(folder / "status.json", {
+        "title": spec.title, "state": state, "share": share, "doing": doing, "pid": pid,
+        "started_at": started.isoformat(), "updated_at": datetime.now(UTC).isoformat(),
+        "error": error, "scale": spec.scale,
+    })  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is still a simulation job (not a process that took its number since)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists():  # Linux: make sure the number is still ours
+        with contextlib.suppress(OSError):
+            return b"simulations.job" in cmdline.read_bytes()
+    return True
+
+
+def _prune(folder: Path) -> None:
+    """Keep KEEP_JOBS job folders, and the runs' stores of the newest KEEP_STORES only; a
+    running job keeps everything."""
+    finished = [p for p in sorted(folder.glob("*"), reverse=True)
+                if (p / "status.json").exists() and status(p).over]  # fmt: skip
+    for old in finished[KEEP_STORES:]:
+        shutil.rmtree(old / "runs", ignore_errors=True)
+    for old in finished[KEEP_JOBS:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
