@@ -51,9 +51,7 @@ def measure(scale: float, *, fast_forward: bool = True) -> Measured:
     return Measured(run.requests, run.seconds, total - run.seconds)
 
 
-def section(
-    fast: Measured, chain: Measured, *, scale: float, command: str, when: datetime
-) -> str:
+def section(fast: Measured, chain: Measured, *, scale: float, command: str, when: datetime) -> str:
     met = "met" if fast.per_s >= TARGET_PER_S else "**not met**"
     week = round(fast.requests / scale)  # the scenario's whole week (its daily curve)
     week_min = week / fast.per_s / 60
