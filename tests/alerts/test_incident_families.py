@@ -71,7 +71,10 @@ def test_each_incident_counts_the_requests_that_counted_on_its_target(overlappin
         assert incident.requests == len(mine)
         assert incident.requests_affected == len(not_by_target) > 0
         assert incident.requests_affected == incident.answered_by_fallback + incident.failed
-        assert incident.extra_cost_usd == incident.fallback_premium_usd + incident.rewarm_usd
+        # DECIMAL(18,9) in the store, floats here: equal to the nano-dollar.
+        assert incident.extra_cost_usd == pytest.approx(
+            incident.fallback_premium_usd + incident.rewarm_usd, rel=0, abs=5e-10
+        )
 
 
 @pytest.fixture(scope="module")
