@@ -8,6 +8,7 @@ from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 
 from engine.money import format_change, format_usd
+from simulations.result_parts import CostParts
 from simulations.results import (
     SUSTAINED_MINUTES,
     Cause,
@@ -48,8 +49,10 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
     def row(name: str, of_base: str, cell: object) -> tuple[str, ...]:
         return (name, of_base, *(cell(c) for c in runs))  # type: ignore[operator]
 
+    digits = money_digits(comparison)
+
     def part(name: str) -> object:
-        return lambda c: _signed(getattr(comparison.parts(c), name))
+        return lambda c: _signed(getattr(comparison.parts(c), name), digits)
 
     rows: list[tuple[str, ...]] = [
         ("", "baseline", *(c.label for c in runs)),
@@ -62,7 +65,7 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
             lambda c: format_usd(c.answered_cost_usd)),
         row("cost per answered request", format_usd(base.cost_per_answered_usd, 5),
             lambda c: format_usd(c.cost_per_answered_usd, 5)),
-        row("extra cost vs baseline", "", lambda c: _signed(comparison.extra_cost(c))),
+        row("extra cost vs baseline", "", lambda c: _signed(comparison.extra_cost(c), digits)),
         row("  price difference", "", part("price_difference_usd")),
         row("  cache loss", "", part("cache_loss_usd")),
         row("  re-warm", "", part("rewarm_usd")),
@@ -186,12 +189,32 @@ def _answers(comparison: Comparison, run: RunResult) -> str:
             f"{comparison.baseline.failed:,}), within the run's noise")  # fmt: skip
 
 
+def money_digits(comparison: Comparison) -> int:
+    """Decimals for the extra cost and its parts: the fewest from 2 at which, for every
+    candidate, the parts as shown add up to the total as shown (cents would show -$0.13 and
+    +$0.11 beside a total of -$0.01)."""
+    for digits in range(2, 7):
+        step = Decimal(1).scaleb(-digits)
+        if all(
+            sum(value.quantize(step) for value in _named(comparison.parts(run)).values())
+            == comparison.parts(run).total.quantize(step)
+            for run in comparison.candidates
+        ):
+            return digits
+    return 6
+
+
+def _named(parts: CostParts) -> dict[str, Decimal]:
+    return {"price": parts.price_difference_usd, "cache loss": parts.cache_loss_usd,
+            "re-warm": parts.rewarm_usd, "wasted": parts.wasted_usd}  # fmt: skip
+
+
 def _cost(comparison: Comparison, run: RunResult) -> str:
     parts = comparison.parts(run)
-    named = [("price", parts.price_difference_usd), ("cache loss", parts.cache_loss_usd),
-             ("re-warm", parts.rewarm_usd), ("wasted", parts.wasted_usd)]  # fmt: skip
-    shown = [f"{name} {_signed(value)}" for name, value in named if _cents(value)]
-    total = format_change(parts.total, 2)
+    digits = money_digits(comparison)
+    shown = [f"{name} {_signed(value, digits)}" for name, value in _named(parts).items()
+             if _cents(value, digits)]  # fmt: skip
+    total = format_change(parts.total, digits)
     if total == "no difference":
         return "no difference in cost over the scenario"
     return f"{total} over the scenario ({', '.join(shown)})"
@@ -251,13 +274,14 @@ def _rate(run: RunResult) -> str:
     return f"{run.requests_per_s:,.0f}"
 
 
-def _signed(value: Decimal) -> str:
+def _signed(value: Decimal, digits: int = 2) -> str:
     """ "+$9.10", "-$172.55", "$0.00": a part of a cost that goes either way."""
-    return ("+" if _cents(value) and value > 0 else "") + format_usd(value)
+    return ("+" if _cents(value, digits) and value > 0 else "") + format_usd(value, digits)
 
 
-def _cents(value: Decimal) -> bool:
-    return format_usd(abs(value)) != format_usd(0)
+def _cents(value: Decimal, digits: int = 2) -> bool:
+    """Whether `value` shows as more than nothing at `digits` decimals."""
+    return format_usd(abs(value), digits) != format_usd(0, digits)
 
 
 def _pct(share: float) -> str:

@@ -18,6 +18,7 @@ from simulations.report import (
     latency_text,
     scale_notice,
     sentence,
+    table_rows,
 )
 from simulations.results import (
     Comparison,
@@ -108,6 +109,16 @@ def test_extra_cost_is_the_sum_of_its_parts_on_every_run_of_every_library_scenar
         assert not NOT_FOR_PEOPLE.search(said), said
         if comparison.failing(run):
             assert "saved" not in said, said
+    _shown_parts_add_up(comparison)
+
+
+def _shown_parts_add_up(comparison) -> None:
+    """As printed, the parts add up to the extra cost beside them, to the last digit shown."""
+    rows = {row[0].strip(): row[2:] for row in table_rows(comparison)}
+    names = ("price difference", "cache loss", "re-warm", "wasted spend")
+    for i, total in enumerate(rows["extra cost vs baseline"]):
+        shown = [Decimal(rows[name][i].replace("$", "").replace(",", "")) for name in names]
+        assert sum(shown) == Decimal(total.replace("$", "").replace(",", "")), (total, shown)
 
 
 def test_a_backup_that_cannot_take_the_load_fails_first_with_its_limit_and_when(tight):
