@@ -5,7 +5,7 @@ command line's table. Money through engine.money; times in the zone asked for (U
 from __future__ import annotations
 
 from datetime import UTC, datetime, tzinfo
-from decimal import Decimal
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 
 from engine.money import format_change, format_usd
 from simulations.result_parts import CostParts
@@ -52,7 +52,7 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
     digits = money_digits(comparison)
 
     def part(name: str) -> object:
-        return lambda c: _signed(getattr(comparison.parts(c), name), digits)
+        return lambda c: _signed(shown_parts(comparison.parts(c), digits)[name], digits)
 
     rows: list[tuple[str, ...]] = [
         ("", "baseline", *(c.label for c in runs)),
@@ -66,10 +66,10 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
         row("cost per answered request", format_usd(base.cost_per_answered_usd, 5),
             lambda c: format_usd(c.cost_per_answered_usd, 5)),
         row("extra cost vs baseline", "", lambda c: _signed(comparison.extra_cost(c), digits)),
-        row("  price difference", "", part("price_difference_usd")),
-        row("  cache loss", "", part("cache_loss_usd")),
-        row("  re-warm", "", part("rewarm_usd")),
-        row("  wasted spend", "", part("wasted_usd")),
+        row("  price difference", "", part("price")),
+        row("  cache loss", "", part("cache loss")),
+        row("  re-warm", "", part("re-warm")),
+        row("  wasted spend", "", part("wasted")),
         row("latency p50", _ms(base.latency_p50), lambda c: _added(comparison, c, "p50")),
         row("latency p99", _ms(base.latency_p99), lambda c: _added(comparison, c, "p99")),
         *(row(f"backup {measure}", "", lambda c, m=measure: _headroom_cell(comparison, c, m))
@@ -190,18 +190,25 @@ def _answers(comparison: Comparison, run: RunResult) -> str:
 
 
 def money_digits(comparison: Comparison) -> int:
-    """Decimals for the extra cost and its parts: the fewest from 2 at which, for every
-    candidate, the parts as shown add up to the total as shown (cents would show -$0.13 and
-    +$0.11 beside a total of -$0.01)."""
-    for digits in range(2, 7):
-        step = Decimal(1).scaleb(-digits)
-        if all(
-            sum(value.quantize(step) for value in _named(comparison.parts(run)).values())
-            == comparison.parts(run).total.quantize(step)
-            for run in comparison.candidates
-        ):
-            return digits
-    return 6
+    """Decimals for the extra cost and its parts, by magnitude: cents once any figure reaches
+    a dollar, else four decimals (a replay of a short incident costs fractions of a cent)."""
+    every = [comparison.parts(run) for run in comparison.candidates]
+    figures = [abs(v) for parts in every for v in (parts.total, *_named(parts).values())]
+    return 2 if any(f >= 1 for f in figures) else 4
+
+
+def shown_parts(parts: CostParts, digits: int) -> dict[str, Decimal]:
+    """The parts rounded to `digits` so that, as shown, they add up to the total as shown:
+    each is rounded down, and the units the total still lacks go to the parts with the
+    largest remainders (the largest-remainder rule), so no part moves by a whole unit."""
+    unit = Decimal(1).scaleb(-digits)
+    named = _named(parts)
+    floors = {name: (value / unit).to_integral_value(ROUND_FLOOR) for name, value in named.items()}
+    missing = int(parts.total.quantize(unit, ROUND_HALF_EVEN) / unit - sum(floors.values()))
+    by_remainder = sorted(named, key=lambda name: named[name] / unit - floors[name], reverse=True)
+    for name in by_remainder[:missing]:
+        floors[name] += 1
+    return {name: floors[name] * unit for name in named}
 
 
 def _named(parts: CostParts) -> dict[str, Decimal]:
@@ -212,8 +219,8 @@ def _named(parts: CostParts) -> dict[str, Decimal]:
 def _cost(comparison: Comparison, run: RunResult) -> str:
     parts = comparison.parts(run)
     digits = money_digits(comparison)
-    shown = [f"{name} {_signed(value, digits)}" for name, value in _named(parts).items()
-             if _cents(value, digits)]  # fmt: skip
+    rounded = shown_parts(parts, digits)
+    shown = [f"{name} {_signed(v, digits)}" for name, v in rounded.items() if _cents(v, digits)]
     total = format_change(parts.total, digits)
     if total == "no difference":
         return "no difference in cost over the scenario"
