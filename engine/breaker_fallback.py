@@ -5,12 +5,13 @@ it answers again, what this process learnt alone is dropped and the shared state
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 from engine.breaker import BreakerPolicy, MemoryBreakerStore, OnChange
 
 
-class MemoryFallback:
+class MemoryFallback(ABC):
     """The part of a shared store that falls back to memory; the store says when its backend
     is down (`_backend_down`) and calls `_use_memory` before each use of it."""
 
@@ -32,8 +33,9 @@ class MemoryFallback:
     def policy_for(self, key: str) -> BreakerPolicy:
         return self._policies.get(key, self._policy)
 
+    @abstractmethod
     def _backend_down(self) -> bool:
-        raise NotImplementedError
+        """Whether the shared backend (SQLite file, Redis) cannot be used now."""
 
     def _use_memory(self, now: float) -> bool:
         """Whether this call is answered from memory: the backend is down and not yet due for

@@ -142,9 +142,6 @@ class PendingBreakers(MemoryBreakerStore):
         await super().record(key, event, now)
         self._settled(key, self._states[key], now)
 
-    async def snapshot(self, key: str) -> BreakerState:
-        return await super().snapshot(key)
-
     def finish(self) -> None:
         for key in list(self._pending):
             self.catch_up(key, np.inf)
