@@ -378,8 +378,8 @@ class FastForward:
             return False
         done = float(self.traffic.at_s[i] + self.latency_s[i])
         self.breakers.will_succeed_once(self.primary_keys[route], done)
-        if self._cached(route):
-            self.caches.will_serve_one(self._cache_key(route), done)
+        if self._cache_keys[route] is not None:
+            self.caches.will_serve_one(self._cache_keys[route], done)
         self._singles.append(i)
         return True
 
@@ -397,12 +397,6 @@ class FastForward:
             self.breakers.will_succeed(self.primary_keys[r], mine)
             if self._cache_keys[r] is not None:
                 self.caches.will_serve(self._cache_keys[r], mine)
-
-    def _cached(self, route: int) -> bool:
-        return self.scenario.routes[self.traffic.routes[route]].cached_share > 0
-
-    def _cache_key(self, route: int) -> tuple[str, str]:
-        return (self.primary[route].model, self.traffic.routes[route])
 
     def learn(self, attempt: Attempt) -> None:
         """The attempt hook: keep the chain's record of a quiet success, per route."""
@@ -443,10 +437,10 @@ class FastForward:
         warm = np.zeros(len(rows), dtype=bool)
         done = t.at_s[rows] + self.latency_s[rows]
         for r in range(len(t.routes)):
-            if not self._cached(r):
+            key = self._cache_keys[r]
+            if key is None:
                 continue
             mine = np.flatnonzero(t.route[rows] == r)
-            key = self._cache_key(r)
             others = np.array(served.get(key, ()), dtype=np.float64)
             every = np.sort(np.concatenate([done[mine], others]))
             # The latest answer strictly before each of ours.
