@@ -6,6 +6,7 @@ it (a reload, a closed tab, another viewer opening What-if).
     data/simulations/jobs/<id>/
         job.json      what to run: a title, the scenario's TOML, the candidates, the traffic scale
         status.json   running, done, failed or stopped; the share done and the run under way
+        pid           the job's process, as its starter saw it
         result.json   the comparison (simulations.results.as_json), once done
         runs/         the runs' results stores (only the newest KEEP_STORES jobs keep theirs)
         log.txt       the process's own output
@@ -101,10 +102,12 @@ def start(data_root: Path, spec: JobSpec) -> Path:
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a stop ends it and nothing else
         )  # fmt: skip
-    _write_status(folder, spec, "running", 0.0, "starting", now, pid=process.pid)
+    # Its number in a file of its own: a tiny job may already have written "done" to
+    # status.json, which a status rewritten here would turn back to "running".
+    atomic_write(folder / "pid", str(process.pid).encode())
     # Reaped here when it ends, or it lingers as a zombie that looks alive to `status`.
     threading.Thread(target=process.wait, daemon=True, name=f"job-{folder.name}").start()
-    _prune(folder.parent)
+    _prune(folder.parent, started=folder)
     return folder
 
 
@@ -113,7 +116,8 @@ def status(folder: Path) -> JobStatus:
     (killed, the machine restarted) reads "stopped"."""
     body = json.loads((folder / "status.json").read_text())
     state, error = body["state"], body.get("error", "")
-    if state == "running" and body.get("pid") and not _alive(body["pid"]):
+    pid = _pid(folder, body)
+    if state == "running" and pid and not _alive(pid):
         # Gone: whatever it wrote last is on disk now. Read it again (it may have ended
         # between the first read and the check), and give a file being renamed into place
         # a moment; only a process that left no word at all was stopped.
@@ -131,7 +135,7 @@ def status(folder: Path) -> JobStatus:
     return JobStatus(
         folder, body["title"], state, float(body["share"]), body["doing"],
         datetime.fromisoformat(body["started_at"]), datetime.fromisoformat(body["updated_at"]),
-        error, float(body.get("scale", 1.0)), body.get("pid"),
+        error, float(body.get("scale", 1.0)), pid,
     )  # fmt: skip
 
 
@@ -149,8 +153,9 @@ def running(data_root: Path) -> JobStatus | None:
 def stop(folder: Path) -> None:
     """End the job's process group, its workers too, and say it was stopped."""
     body = json.loads((folder / "status.json").read_text())
-    if body["state"] == "running" and body.get("pid"):
-        _end_group(body["pid"])
+    pid = _pid(folder, body)
+    if body["state"] == "running" and pid:
+        _end_group(pid)
         body.update(state="stopped", error="stopped from the page",
                     updated_at=datetime.now(UTC).isoformat())  # fmt: skip
         _write(folder / "status.json", body)
@@ -280,6 +285,16 @@ def _write_status(
     })  # fmt: skip
 
 
+def _pid(folder: Path, body: dict[str, Any]) -> int | None:
+    """The job's process: as the job wrote it, else as its starter did (the job writes its
+    status first after its imports)."""
+    if body.get("pid"):
+        return int(body["pid"])
+    with contextlib.suppress(OSError, ValueError):
+        return int((folder / "pid").read_text())
+    return None
+
+
 def _alive(pid: int) -> bool:
     """Whether `pid` is still a simulation job (not a process that took its number since)."""
     try:
@@ -293,11 +308,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: Path, started: Path) -> None:
     """Keep KEEP_JOBS job folders, and the runs' stores of the newest KEEP_STORES only; a
-    running job keeps everything."""
+    running job keeps everything, and so does the one just `started` (done already or not)."""
     finished = [p for p in sorted(folder.glob("*"), reverse=True)
-                if (p / "status.json").exists() and status(p).over]  # fmt: skip
+                if p != started and (p / "status.json").exists() and status(p).over]  # fmt: skip
     for old in finished[KEEP_STORES:]:
         shutil.rmtree(old / "runs", ignore_errors=True)
     for old in finished[KEEP_JOBS:]:

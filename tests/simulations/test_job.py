@@ -3,7 +3,6 @@ simulator's own result, and how it ends (done, failed, stopped, vanished)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -69,7 +68,7 @@ def _under_way(folder, timeout_s: float = 60) -> None:
 
 
 def _pid(folder) -> int:
-    return json.loads((folder / "status.json").read_text())["pid"]
+    return jobs.status(folder).pid
 
 
 def test_a_job_runs_in_its_own_process_and_its_result_is_the_simulators_own(tmp_path):
