@@ -1,22 +1,90 @@
-"""Money as people read it: "-$0.47", not "$-0.47". Every page, alert, report and table that
-shows dollars formats them here."""
+"""Money as people read it, in one format for every page, alert, report and CLI line: the sign
+before the symbol ("-$0.0021", not "$-0.0021"), and as many decimals as the amount's magnitude
+needs ($1,234, $12.40, $0.47, $0.0021, $0.0000042).
+
+A whole shown beside its parts uses `format_parts`: one precision for the group, with the parts
+rounded so that, as shown, they add up to the whole as shown.
+"""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from collections.abc import Mapping
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+
+__all__ = ["digits_for", "format_change", "format_parts", "format_usd", "to_decimal"]
+
+Amount = Decimal | float | int | str | None
+MAX_DIGITS = 9  # the store's money columns are DECIMAL(18,9): nano-dollars
 
 
-def format_usd(value: Decimal | float | int | str | None, digits: int = 2) -> str:
-    """`value` dollars with `digits` decimals and the sign before the symbol; None is $0."""
-    amount = Decimal(str(value)) if value is not None else Decimal(0)
-    return f"{'-' if amount < 0 else ''}${abs(amount):,.{digits}f}"
+def to_decimal(value: Amount) -> Decimal:
+    """`value` as a Decimal; None (and NaN, which pandas uses for a missing number) is $0."""
+    if value is None:
+        return Decimal(0)
+    amount = value if isinstance(value, Decimal) else Decimal(str(value))
+    return Decimal(0) if amount.is_nan() else amount
 
 
-def format_change(value: Decimal | float | int | str | None, digits: int = 4) -> str:
+def digits_for(value: Amount) -> int:
+    """Decimals that show `value` sensibly: none from $1,000, cents from a cent, and below a
+    cent two significant digits (at least four decimals, at most nine)."""
+    amount = abs(to_decimal(value))
+    if amount >= 1000:
+        return 0
+    if amount >= Decimal("0.01") or amount == 0:
+        return 2
+    leading = -amount.adjusted()  # 0.0021 → 3: the position of its first significant digit
+    return min(MAX_DIGITS, max(4, leading + 1))
+
+
+def format_usd(value: Amount, digits: int | None = None) -> str:
+    """`value` dollars with the sign before the symbol, with `digits` decimals or, by default,
+    as many as its magnitude needs (`digits_for`). An amount that rounds to zero reads "$0.00"
+    (never "-$0.00")."""
+    amount = to_decimal(value)
+    places = digits_for(amount) if digits is None else digits
+    rounded = amount.quantize(Decimal(1).scaleb(-places), ROUND_HALF_EVEN)
+    sign = "-" if rounded < 0 else ""
+    return f"{sign}${abs(rounded):,.{places}f}"
+
+
+def format_change(value: Amount, digits: int | None = None) -> str:
     """What a difference in cost means to a person: "saved $0.0168" when negative, "cost
-    $0.0168 more" when positive, "no difference" at zero (at `digits` decimals)."""
-    amount = Decimal(str(value)) if value is not None else Decimal(0)
+    $0.0168 more" when positive, "no difference" when it rounds to zero."""
+    amount = to_decimal(value)
     shown = format_usd(abs(amount), digits)
-    if shown == format_usd(0, digits):
+    if shown == format_usd(0, digits if digits is not None else digits_for(amount)):
         return "no difference"
     return f"saved {shown}" if amount < 0 else f"cost {shown} more"
+
+
+def format_parts(
+    total: Amount, parts: Mapping[str, Amount], digits: int | None = None
+) -> tuple[str, dict[str, str]]:
+    """The whole and its parts, as shown: one precision for all (`digits`, else what the
+    largest of them needs), the parts rounded by the largest-remainder rule so that they add
+    up to the whole as shown. The parts must sum to the whole."""
+    whole = to_decimal(total)
+    named = {name: to_decimal(v) for name, v in parts.items()}
+    places = digits if digits is not None else _group_digits([whole, *named.values()])
+    unit = Decimal(1).scaleb(-places)
+    shown = _largest_remainder(whole, named, unit)
+    return format_usd(whole, places), {name: format_usd(v, places) for name, v in shown.items()}
+
+
+def _group_digits(values: list[Decimal]) -> int:
+    largest = max((abs(v) for v in values), default=Decimal(0))
+    return digits_for(largest)
+
+
+def _largest_remainder(
+    whole: Decimal, parts: dict[str, Decimal], unit: Decimal
+) -> dict[str, Decimal]:
+    """Each part rounded down to `unit`, and the units the rounded whole still lacks given to
+    the parts with the largest remainders: no part moves by a whole unit, and they add up."""
+    floors = {name: (value / unit).to_integral_value(ROUND_FLOOR) for name, value in parts.items()}
+    missing = int(whole.quantize(unit, ROUND_HALF_EVEN) / unit - sum(floors.values(), Decimal(0)))
+    by_remainder = sorted(parts, key=lambda name: parts[name] / unit - floors[name], reverse=True)
+    for name in by_remainder[: max(0, missing)]:
+        floors[name] += 1
+    return {name: floors[name] * unit for name in parts}
