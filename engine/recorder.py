@@ -40,6 +40,7 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -119,6 +120,7 @@ class Recorder:
         self._last_error: str | None = None
         self._last_flush_at: datetime | None = None
         self._warned_at: dict[str, float] = {}
+        self._priced: list[Callable[[Attempt, Decimal | None], None]] = []
         # Convert and write once now: pyarrow imports pandas on first use, which registers a
         # thread-exit hook, and that fails when the first write is the final one at exit.
         pq.write_table(records.to_table([]), pa.BufferOutputStream())
@@ -276,13 +278,15 @@ class Recorder:
         return batch
 
     def _write(self, batch: list[Attempt]) -> int:
-        table = self._table(batch)
+        priced = [(a, *self._price(a)) for a in batch]  # again if this write fails: pure
+        table = self._table(priced)
         if not table.num_rows:
             return 0
         if self.sink is not None:
             self.sink.write(table)
         else:
             self._write_file(table)
+        self._tell(priced)  # once the attempts are written: a retried batch is told once
         self._written += table.num_rows
         self._files += 1
         self._failing = False
@@ -305,25 +309,33 @@ class Recorder:
                 tmp.unlink()
             raise
 
-    def _table(self, batch: list[Attempt]) -> pa.Table:
+    def _table(self, priced: list[tuple[Attempt, Decimal | None, str | None]]) -> pa.Table:
         try:
-            return records.to_table([records.to_row(a, *self._price(a)) for a in batch])
+            return records.to_table([records.to_row(*p) for p in priced])
         except Exception:
             # One record that cannot become a row (a value beyond its column's range, not an
             # Attempt at all) would block the spool forever: drop it, count it, keep the rest.
             rows = []
-            for attempt in batch:
+            for one in priced:
                 try:
-                    row = records.to_row(attempt, *self._price(attempt))
+                    row = records.to_row(*one)
                     records.to_table([row])
                 except Exception:
                     continue
                 rows.append(row)
+            lost = len(priced) - len(rows)
             with self._drop_lock:
-                self._dropped += len(batch) - len(rows)
-                self._rejected += len(batch) - len(rows)
-            self._warn("rows", "dropped %d records that are not valid rows", len(batch) - len(rows))
+                self._dropped += lost
+                self._rejected += lost
+            self._warn("rows", "dropped %d records that are not valid rows", lost)
             return records.to_table(rows)
+
+    def on_priced(self, listener: Callable[[Attempt, Decimal | None], None]) -> None:
+        """Call `listener(attempt, cost)` on the recorder's thread once each attempt is written
+        with its price (None when its model has no known price, or the recorder has no
+        pricer): the one pricing of an attempt, off the request path, for a cost metric, say.
+        It must be quick and thread-safe; what it raises is logged and costs the spool nothing."""
+        self._priced.append(listener)
 
     def _price(self, attempt: Attempt) -> tuple[Decimal | None, str | None]:
         if self.pricer is None:
@@ -333,6 +345,14 @@ class Recorder:
         except Exception as error:  # an unpriced attempt is still a fact worth keeping
             self._warn("pricing", "pricing %s failed, cost left NULL: %r", attempt.model, error)
             return None, None
+
+    def _tell(self, priced: list[tuple[Attempt, Decimal | None, str | None]]) -> None:
+        for listener in self._priced:
+            try:
+                for attempt, cost, _ in priced:
+                    listener(attempt, cost)
+            except Exception as error:
+                self._warn("listener", "a priced-attempt listener failed: %r", error)
 
     def _fail(self, error: Exception) -> None:
         self._failed += 1

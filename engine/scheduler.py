@@ -37,6 +37,8 @@ from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.store import publish as publishing
 from engine.store.db import open_store
+from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
+from engine.store.failure_classes import refresh_failures
 from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
 from engine.store.readiness import report_drills, take_in
 from engine.store.rollups import forget_baselines, refresh
@@ -70,6 +72,7 @@ _SNAPSHOTS: tuple[tuple[str, str], ...] = (
     ("rollup_hour", "SELECT * FROM rollup_hour WHERE bucket >= $now - INTERVAL 35 DAY"),
     ("rollup_day", "SELECT * FROM rollup_day"),
     ("route_primaries", "SELECT * FROM route_primaries"),
+    ("failure_classes", FAILURE_CLASSES),
     ("alerts", "SELECT * FROM alerts WHERE state = 'firing' OR fired_at >= $now - INTERVAL 35 DAY"),
     (
         "alert_notifications",
@@ -86,14 +89,6 @@ _SNAPSHOTS: tuple[tuple[str, str], ...] = (
     ("eval_results", "SELECT * FROM eval_results"),
     ("drills", "SELECT * FROM drills"),
 )
-
-
-_FAILURE_CLASSES = """
-    SELECT time_bucket(INTERVAL 1 DAY, started_at) AS day, provider, error_class, fault_kind,
-        http_status, count(*) AS attempts
-    FROM attempts WHERE outcome = 'error' AND started_at >= $since
-    GROUP BY ALL
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +176,7 @@ class Pipeline:
         for lo, hi in _chunks(since, started):
             for grain in ("minute", "hour"):
                 refresh(self.con, grain, lo, hi, self._prices, now=started)
+            refresh_failures(self.con, lo, hi)
         if oldest is not None and oldest < started - timedelta(hours=1):
             self._day_refreshed_until = None  # late data: the day rollups catch up as well
         self._telemetry(started)  # before the alerts: telemetry_lag and _loss read its tables
@@ -286,10 +282,6 @@ class Pipeline:
         with contextlib.suppress(OSError):  # a spool that cannot be listed: the cycle says so
             prune_ledger(self.con, self.paths.spool, now=now)
         self._prune_postgres(now)
-        # For the weekly reports: which failures, per provider and day (attempts are published
-        # for 24 h only). A scan of the month's attempts, so here and not every cycle.
-        publishing.publish(self.con, self.paths.published, "failure_classes", _FAILURE_CLASSES,
-                           {"since": now - timedelta(days=35)}, now=now)  # fmt: skip
 
     def traffic_profile(self) -> bool:
         """The what-if scenarios' profile of the traffic (engine.store.traffic_profile),
@@ -322,8 +314,8 @@ class Pipeline:
             params = {"now": now} if "$now" in sql else None
             publishing.publish(self.con, self.paths.published, name, sql, params)
 
-    def _prices(self, provider_kind: str, model: str) -> Any:
-        return self.pricer.unit_prices(provider_kind, model, self.now())
+    def _prices(self, provider: str, provider_kind: str, model: str) -> Any:
+        return self.pricer.unit_prices(provider_kind, model, self.now(), provider=provider)
 
     def _oldest_attempt(self) -> datetime | None:
         (oldest,) = self.con.execute("SELECT min(started_at) FROM attempts").fetchone()

@@ -18,7 +18,6 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
 from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
@@ -313,7 +312,6 @@ class Attempt:
     # True when the tokens are an estimate: an ambiguous failure after the request was sent
     # may have been billed for the prompt although no usage came back.
     tokens_estimated: bool = False
-    cost_usd: Decimal | None = None  # priced by the recorder, not the chain
     feature: str | None = None
     pii_masked: int = 0
     provider_request_id: str | None = None

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from engine.errors import ChainError
 from engine.paths import DataPaths
+from engine.pricing import Pricer
 from engine.scheduler import Pipeline
 from engine.switchover import Switchover
 from engine.types import Message, Request
@@ -61,7 +62,9 @@ async def run_live(scenario: Scenario, backup: str, paths: DataPaths) -> RunResu
             await asyncio.gather(*tasks)
         seconds = time.perf_counter() - started
     end = datetime.now(UTC) + timedelta(minutes=1)  # live attempts carry the real time
-    pipeline = Pipeline(paths, now=lambda: end)
+    pipeline = Pipeline(
+        paths, Pricer.from_config(config), now=lambda: end
+    )  # priced as the recorder prices
     try:
         pipeline.cycle()
         result = results_of(pipeline, "live", backup, scenario)

@@ -107,7 +107,7 @@ def run_once(
     run.finish()
     seconds = time.perf_counter() - started
     end = scenario.start + timedelta(seconds=scenario.duration_s)
-    pipeline = Pipeline(paths, now=lambda: end)
+    pipeline = Pipeline(paths, run.pricer, now=lambda: end)  # priced as the recorder prices
     alerts_log = logging.getLogger("switchover.alerts")
     level = alerts_log.level
     alerts_log.setLevel(logging.ERROR)  # a simulated incident's alerts are not news

@@ -445,3 +445,41 @@ def test_an_attempt_arrow_rejects_is_dropped_instead_of_blocking_the_spool(tmp_p
     assert spooled_ids(tmp_path) == ["req-000000", "req-000002"]
     assert recorder.stats().dropped == 1
     assert recorder.stats().buffered == 0
+
+
+# --- the one price of an attempt, told to listeners ------------------------------------------
+
+
+def test_listeners_hear_each_written_attempt_once_with_the_price_that_was_stored(
+    tmp_path, recorder_at
+):
+    spool = blocked_spool(tmp_path)
+    recorder = recorder_at(spool, pricer=PricerFailingFor("mystery-model"))
+    heard: list[tuple[str, Decimal | None]] = []
+    recorder.on_priced(lambda attempt, cost: heard.append((attempt.request_id, cost)))
+    recorder(make_attempt(0))
+    recorder(make_attempt(1, model="mystery-model"))
+    recorder.flush()
+    assert recorder.stats().failed_flushes >= 1 and heard == [], "nothing written, nothing told"
+
+    unblock(tmp_path)
+    recorder.flush()
+    recorder.flush()
+
+    assert heard == [("req-000000", Decimal("0.5")), ("req-000001", None)]
+    rows = {
+        r["request_id"]: r["cost_usd"] for r in pq.read_table(spool_files(spool)[0]).to_pylist()
+    }
+    assert rows == {"req-000000": Decimal("0.5"), "req-000001": None}
+
+
+def test_a_listener_that_raises_costs_the_spool_nothing(tmp_path, recorder_at):
+    recorder = recorder_at(tmp_path, pricer=FixedPricer())
+
+    def broken(attempt: Attempt, cost: Decimal | None) -> None:
+        raise RuntimeError("metrics backend gone")
+
+    recorder.on_priced(broken)
+    recorder(make_attempt(0))
+    assert recorder.flush() == 1
+    assert spooled_ids(tmp_path) == ["req-000000"]

@@ -108,8 +108,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if gateway.metrics.pricer is not None:  # before the first request, not inside it
-            await asyncio.to_thread(gateway.metrics.pricer.warm)
+        pricer = sw.recorder.pricer if sw.recorder is not None else None
+        if isinstance(pricer, Pricer):  # before the recorder's first flush, not during it
+            await asyncio.to_thread(pricer.warm)
         yield
         if owns:
             await sw.aclose()
@@ -140,7 +141,7 @@ class Gateway:
     def __init__(self, sw: Switchover, settings: GatewaySettings) -> None:
         self.sw = sw
         self.settings = settings
-        self.metrics = Metrics(pricer=Pricer.from_config(sw.config), recorder=sw.recorder)
+        self.metrics = Metrics(recorder=sw.recorder)
         self.started = int(time.time())
         sw.add_hook(self.metrics.on_attempt)
         self._scrub = sw.scrub

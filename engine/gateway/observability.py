@@ -11,7 +11,8 @@ Metrics (prometheus-client, text format at `/metrics`):
     switchover_gateway_time_to_first_token_seconds{route, dialect}        until the stream head
     switchover_attempts_total{target, outcome, decision}         from the attempt hook
     switchover_attempt_duration_seconds{target, outcome}
-    switchover_cost_usd_total{target}                            attempts priced with genai-prices
+    switchover_cost_usd_total{target}                            attempts as the recorder priced
+        them (once, on its thread, when it wrote them); a gateway that records nothing has none
     switchover_breaker_state{target}                             0 closed, 1 half-open, 2 open
     switchover_breaker_store_shared                              1 breakers shared (the data
         folder's SQLite file, or Redis), 0 kept in the process's memory (no data folder, or the
@@ -49,6 +50,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from prometheus_client import (
@@ -63,7 +65,6 @@ from prometheus_client import (
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.breaker import BreakerState, BreakerStore, MemoryBreakerStore
-from engine.pricing import Pricer
 from engine.recorder import Recorder
 from engine.switchover import Switchover
 from engine.types import Attempt
@@ -81,8 +82,7 @@ _SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 
 
 
 class Metrics:
-    def __init__(self, *, pricer: Pricer | None = None, recorder: Recorder | None = None) -> None:
-        self.pricer = pricer
+    def __init__(self, *, recorder: Recorder | None = None) -> None:
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         # A registry per instance, so that tests can build many apps in one process; in
         # multiprocess mode the values live in files and a fresh collector reads them all.
@@ -129,7 +129,7 @@ class Metrics:
         )
         self.cost = Counter(
             "switchover_cost_usd",
-            "Cost of provider attempts in USD (attempts of unpriced models count 0).",
+            "Cost of provider attempts in USD, as recorded (attempts of unpriced models count 0).",
             ["target"],
             registry=r,
         )
@@ -154,6 +154,8 @@ class Metrics:
         self._fallbacks_seen = 0
         self._recorder_metrics(r)
         self.recorder = recorder
+        if recorder is not None:  # priced once, by the recorder, off the request path
+            recorder.on_priced(self.on_priced)
         self._recorder_seen = (0, 0, 0)  # written, dropped, failed flushes: counted so far
         self._recorder_read_at = float("-inf")
 
@@ -200,10 +202,11 @@ class Metrics:
         self.attempt_seconds.labels(attempt.target, attempt.outcome).observe(
             attempt.latency_ms / 1000
         )
-        if self.pricer is not None:
-            cost, _ = self.pricer.price(attempt)
-            if cost:
-                self.cost.labels(attempt.target).inc(float(cost))
+
+    def on_priced(self, attempt: Attempt, cost: Decimal | None) -> None:
+        """The recorder's listener (its thread): an attempt written, with its price."""
+        if cost:
+            self.cost.labels(attempt.target).inc(float(cost))
 
     def request_done(
         self,

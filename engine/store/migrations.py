@@ -27,8 +27,10 @@ import duckdb
 
 from engine.store.event_tables import EVENT_AND_ALERT_TABLES as EVENT_TABLES
 from engine.store.event_tables import INCIDENT_TARGET_COLUMNS
+from engine.store.failure_classes import BACKFILL as FAILURE_HOURS_BACKFILL
+from engine.store.failure_classes import FAILURE_HOURS_TABLE
 from engine.store.readiness_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
-from engine.store.rollups import HELPER_TABLES, ROLLUP_COLUMNS
+from engine.store.rollups import HELPER_TABLES, PRIMARY_PROVIDER, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 from engine.store.telemetry import TABLES as TELEMETRY_TABLES
 from engine.store.traffic_tables import TABLES as TRAFFIC_PROFILE_TABLES
@@ -214,6 +216,21 @@ MIGRATIONS += (
         "the traffic profile: prompt and answer sizes per route and hour (their sums per "
         "minute), latency per target and hour (what-if scenarios from the store)",
         TRAFFIC_PROFILE_TABLES,
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        13,
+        "a route's primary by its configured provider (the name its prices are found by: a "
+        "price_provider or a provider/model override); failure classes per hour",
+        # A target is "provider/model": the provider of a primary seen before is its prefix.
+        f"""
+        {PRIMARY_PROVIDER}
+        UPDATE route_primaries SET provider = split_part(target, '/', 1);
+        {FAILURE_HOURS_TABLE}
+        {FAILURE_HOURS_BACKFILL};
+        """,
     ),
 )
 

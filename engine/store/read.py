@@ -46,7 +46,7 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
     RECENT_ATTEMPTS: DUCKDB_COLUMNS.replace(" NOT NULL", ""),
     **{table: CURRENT_ROLLUP_COLUMNS.replace(" NOT NULL", "") for table in ROLLUP_TABLES.values()},
     "route_primaries": "route VARCHAR, target VARCHAR, provider_kind VARCHAR, model VARCHAR, "
-    "last_seen TIMESTAMPTZ",
+    "last_seen TIMESTAMPTZ, provider VARCHAR",
     "failure_classes": "day TIMESTAMPTZ, provider VARCHAR, error_class VARCHAR, "
     "fault_kind VARCHAR, http_status SMALLINT, attempts BIGINT",
     **PROFILE_COLUMNS,  # what-if scenarios from the store (engine.store.traffic_profile)

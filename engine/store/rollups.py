@@ -50,10 +50,13 @@ class UnitPrices(Protocol):
     cache_write: Decimal
 
 
-PriceLookup = Callable[[str, str], UnitPrices | None]  # (provider_kind, model) → prices
+# (provider, provider_kind, model) → prices: the configured provider name first, as the
+# recorder prices an attempt (its price_provider and provider/model overrides), then its kind.
+PriceLookup = Callable[[str, str, str], UnitPrices | None]
 
 _PRICES_SCHEMA = pa.schema(
     [
+        ("provider", pa.string()),
         ("provider_kind", pa.string()),
         ("model", pa.string()),
         ("p_input", pa.decimal128(24, 15)),
@@ -144,7 +147,8 @@ priced AS (  -- attempt rows with what the primary would have charged for the sa
     LEFT JOIN route_primaries pr ON pr.route = w.route
     LEFT JOIN baselines bl
         ON bl.route = w.route AND bl.hour = time_bucket(INTERVAL 1 HOUR, w.started_at)
-    LEFT JOIN prices px ON px.provider_kind = pr.provider_kind AND px.model = pr.model
+    LEFT JOIN prices px ON px.provider IS NOT DISTINCT FROM pr.provider
+        AND px.provider_kind = pr.provider_kind AND px.model = pr.model
     LEFT JOIN route_share rs
         ON rs.route = w.route AND rs.minute = time_bucket(INTERVAL 1 MINUTE, w.started_at)
 ),
@@ -239,20 +243,24 @@ CREATE TABLE route_primaries (route VARCHAR PRIMARY KEY, target VARCHAR, provide
 CREATE TABLE baselines (route VARCHAR, hour TIMESTAMPTZ, hit_ratio DOUBLE,
     PRIMARY KEY (route, hour));
 """
+# Migration 13: a primary's configured provider, the name its prices are found by.
+PRIMARY_PROVIDER = "ALTER TABLE route_primaries ADD COLUMN provider VARCHAR;"
+CURRENT_HELPER_TABLES = HELPER_TABLES + PRIMARY_PROVIDER  # as they are now
 
 
 # Each route's primary (its first target) as last seen, kept across refreshes: while the
 # primary's breaker is open no attempt names it, yet the premium is measured against it.
 _UPDATE_PRIMARIES = """
 INSERT INTO route_primaries
+(route, target, provider_kind, model, last_seen, provider)
 SELECT route, arg_max(target, started_at), arg_max(provider_kind, started_at),
-    arg_max(model, started_at), max(started_at)
+    arg_max(model, started_at), max(started_at), arg_max(provider, started_at)
 FROM attempts
 WHERE fallback_depth = 0 AND started_at >= $lo AND started_at < $hi
 GROUP BY route
 ON CONFLICT (route) DO UPDATE SET target = excluded.target,
     provider_kind = excluded.provider_kind, model = excluded.model,
-    last_seen = excluded.last_seen
+    last_seen = excluded.last_seen, provider = excluded.provider
     WHERE excluded.last_seen > route_primaries.last_seen
 """
 
@@ -384,16 +392,18 @@ def _load_prices(
     """Per-token prices of every model attempted in the range, from engine.pricing, as a
     temporary table the rollup query joins (prices never live in SQL as literals)."""
     models = con.execute(
-        "SELECT DISTINCT provider_kind, model FROM attempts "
-        "WHERE started_at >= $lo::TIMESTAMPTZ - INTERVAL 1 DAY AND started_at < $hi",
+        "SELECT DISTINCT provider, provider_kind, model FROM attempts "
+        "WHERE started_at >= $lo::TIMESTAMPTZ - INTERVAL 1 DAY AND started_at < $hi "
+        "UNION SELECT provider, provider_kind, model FROM route_primaries",
         {"lo": lo, "hi": hi},
     ).fetchall()
     rows = []
-    for kind, model in models:
-        unit = prices(kind, model)
+    for provider, kind, model in models:
+        unit = prices(provider, kind, model)
         if unit is not None:
             rows.append(
                 {
+                    "provider": provider,
                     "provider_kind": kind,
                     "model": model,
                     "p_input": unit.input,

@@ -18,6 +18,7 @@ from engine.clock import VirtualClock
 from engine.config import parse_config
 from engine.errors import ChainError
 from engine.paths import DataPaths
+from engine.pricing import Pricer
 from engine.scheduler import Pipeline
 from engine.switchover import Switchover
 from engine.types import Message, Request
@@ -130,7 +131,10 @@ class World:
             environ={key: "test-key" for key in keys},
         )
         self.watch = Watch(self.config.alerting, self.paths)
-        self.pipeline = Pipeline(self.paths, now=self.clock.wall, watch=self.watch)
+        # Priced as production prices: the config's price providers and overrides.
+        self.pipeline = Pipeline(
+            self.paths, Pricer.from_config(self.config), now=self.clock.wall, watch=self.watch
+        )
         self.failed_requests = 0
 
     @property

@@ -26,7 +26,7 @@ def con(tmp_path):
 
 
 def minute(con, now: datetime) -> tuple[int, int]:
-    refresh(con, "minute", T0, now, lambda kind, model: None, now=now)
+    refresh(con, "minute", T0, now, lambda provider, kind, model: None, now=now)
     (requests, unavailable) = con.execute(
         "SELECT coalesce(sum(requests), 0)::INT, coalesce(sum(unavailable), 0)::INT "
         "FROM rollup_minute"

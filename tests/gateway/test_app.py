@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from engine.paths import DataPaths
 from simulations.fakes import FakeProviders
 
 from .conftest import GATEWAY_KEY, PROVIDER_KEYS, GatewayFactory, paid_calls, user
@@ -238,10 +239,13 @@ def test_a_gateway_key_is_required_when_keys_are_set(gateway: GatewayFactory, pa
 # --- operations ----------------------------------------------------------------------------
 
 
-def test_metrics_count_requests_attempts_fallbacks_and_breakers(gateway: GatewayFactory):
-    gw = gateway({"support": ["claude/primary#529", "gpt/gpt-4o-mini"]})
+def test_metrics_count_requests_attempts_fallbacks_and_breakers(gateway: GatewayFactory, tmp_path):
+    gw = gateway({"support": ["claude/primary#529", "gpt/gpt-4o-mini"]},
+                 record_to=DataPaths(tmp_path / "data"))  # fmt: skip
     httpx.post(gw.url + OPENAI_PATH, json=body("support"))
     httpx.post(gw.url + ANTHROPIC_PATH, json=body("nope"))
+    assert gw.sw.recorder is not None
+    gw.sw.recorder.flush()  # the cost is the recorder's price, told when it writes
     text = httpx.get(gw.url + "/metrics").text
     expected = [
         'switchover_gateway_requests_total{dialect="openai",outcome="ok",route="support"} 1.0',

@@ -16,6 +16,7 @@ from engine import records
 from engine.types import Attempt
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+COST = Decimal("0.000600000")  # every test attempt's price, as the recorder would store it
 
 
 def make_attempt(**fields: Any) -> Attempt:
@@ -26,14 +27,14 @@ def make_attempt(**fields: Any) -> Attempt:
         outcome="success", decision="served", error_class=None, fault_kind=None,
         http_status=200, error_type=None, error_code=None, error_message=None,
         retry_after_s=None, breaker_state="closed", served=True, fallback_depth=0,
-        input_tokens=100, output_tokens=20, cost_usd=Decimal("0.000600000"), feature="chat",
+        input_tokens=100, output_tokens=20, feature="chat",
     )  # fmt: skip
     base.update(fields)
     return Attempt(**base)
 
 
 def table(attempts: list[Attempt]) -> pa.Table:
-    return records.to_table([records.to_row(a, a.cost_usd, "test") for a in attempts])
+    return records.to_table([records.to_row(a, COST, "test") for a in attempts])
 
 
 def write_table(spool_dir: Path, name: str, data: pa.Table) -> Path:

@@ -12,7 +12,7 @@ import pytest
 
 from engine.records import DUCKDB_COLUMNS, to_row, to_table
 from engine.store.readiness_tables import READINESS_TABLES
-from engine.store.rollups import CURRENT_ROLLUP_COLUMNS, HELPER_TABLES, TABLES, refresh
+from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
 from engine.types import Attempt
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -105,7 +105,7 @@ def con():
     con.execute(f"CREATE TABLE attempts ({DUCKDB_COLUMNS})")
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table} ({CURRENT_ROLLUP_COLUMNS})")
-    con.execute(HELPER_TABLES)
+    con.execute(CURRENT_HELPER_TABLES)
     con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']})")
     con.register("fixture", to_table([to_row(a, price(a), "test") for a in ATTEMPTS]))
     con.execute("INSERT INTO attempts SELECT * FROM fixture")
@@ -113,7 +113,7 @@ def con():
     return con
 
 
-def _lookup(kind: str, model: str) -> Prices | None:
+def _lookup(provider: str, kind: str, model: str) -> Prices | None:
     return PRICES.get((kind, model))
 
 
@@ -205,7 +205,7 @@ def test_late_attempts_recompute_the_cache_baselines_of_the_hours_after_them(tmp
     hour = datetime(2026, 11, 23, 10, tzinfo=UTC)
     attempt(con, hour + timedelta(hours=1, minutes=5), request_id="now", input_tokens=100)
     refresh(con, "minute", hour + timedelta(hours=1), hour + timedelta(hours=1, minutes=10),
-            lambda kind, model: None)  # fmt: skip
+            lambda provider, kind, model: None)  # fmt: skip
     baseline = "SELECT hit_ratio FROM baselines WHERE hour = $h"
     assert con.execute(baseline, {"h": hour + timedelta(hours=1)}).fetchone() == (0.0,)
 
@@ -213,7 +213,7 @@ def test_late_attempts_recompute_the_cache_baselines_of_the_hours_after_them(tmp
             cache_read_tokens=900)  # fmt: skip
     forget_baselines(con, hour + timedelta(minutes=30))
     refresh(con, "minute", hour + timedelta(minutes=30), hour + timedelta(hours=1, minutes=10),
-            lambda kind, model: None)  # fmt: skip
+            lambda provider, kind, model: None)  # fmt: skip
     assert con.execute(baseline, {"h": hour + timedelta(hours=1)}).fetchone() == (0.9,)
     con.close()
 
@@ -227,7 +227,7 @@ def test_a_request_no_target_could_take_counts_as_unavailable_but_not_as_an_atte
     at = datetime(2026, 11, 23, 10, 0, 30, tzinfo=UTC)
     attempt(con, at, request_id="none", outcome="skipped", decision="give_up", served=False,
             error_class="all_skipped", input_tokens=0, output_tokens=0, latency_ms=0.0)  # fmt: skip
-    refresh(con, "minute", at, at, lambda kind, model: None)
+    refresh(con, "minute", at, at, lambda provider, kind, model: None)
     row = con.execute(
         "SELECT sum(requests), sum(unavailable), coalesce(sum(attempts), 0),"
         " coalesce(sum(failed_attempts), 0) "
@@ -250,7 +250,7 @@ def test_a_caller_who_left_during_the_backoff_abandoned_the_request_it_was_not_u
     at = datetime(2026, 11, 23, 10, 0, 30, tzinfo=UTC)
     attempt(con, at, request_id="left", outcome="error", decision="cancelled", served=False,
             error_class="overloaded", fault_kind="provider", http_status=529)  # fmt: skip
-    refresh(con, "minute", at, at, lambda kind, model: None)
+    refresh(con, "minute", at, at, lambda provider, kind, model: None)
     row = con.execute(
         "SELECT sum(requests), sum(abandoned), sum(unavailable) FROM rollup_minute"
     ).fetchone()

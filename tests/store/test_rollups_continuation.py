@@ -12,7 +12,7 @@ import pytest
 
 from engine.records import DUCKDB_COLUMNS, to_row, to_table
 from engine.store.readiness_tables import READINESS_TABLES
-from engine.store.rollups import CURRENT_ROLLUP_COLUMNS, HELPER_TABLES, TABLES, refresh
+from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
 from engine.types import Attempt
 
 from .test_rollups import BACKUP, PRIMARY, T0, S, _lookup, attempt, failed, price
@@ -45,7 +45,7 @@ def store(attempts: list[Attempt]) -> duckdb.DuckDBPyConnection:
     con.execute(f"CREATE TABLE attempts ({DUCKDB_COLUMNS})")
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table} ({CURRENT_ROLLUP_COLUMNS})")
-    con.execute(HELPER_TABLES)
+    con.execute(CURRENT_HELPER_TABLES)
     con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']})")
     add(con, attempts)
     return con
