@@ -184,7 +184,7 @@ att_rollup AS (
         sum(a.total_in * a.hit_ratio * (a.p_input - a.p_cache_read))
             FILTER (a.served AND a.outcome = 'success' AND a.fallback_depth > 0)
             AS cache_loss_usd,
-        coalesce(sum(a.cache_write_tokens * (a.p_cache_write - a.p_input)) FILTER (
+        coalesce(sum(a.cache_write_tokens * (a.p_cache_write - a.p_cache_read)) FILTER (
             a.outcome = 'success' AND a.fallback_depth = 0 AND a.rewarming), 0) AS rewarm_usd
     FROM priced a
     WHERE a.bucket >= $lo AND a.bucket < $hi AND a.outcome <> 'skipped'  -- no call was made

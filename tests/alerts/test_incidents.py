@@ -132,7 +132,7 @@ def test_its_costs_match_a_hand_computation(outage):
         m = row.started_at.floor("min")
         recent = served[(minute >= m - timedelta(minutes=5)) & (minute < m)]
         if (recent["fallback_depth"] > 0).sum() > (recent["fallback_depth"] == 0).sum():
-            rewarm += row.cache_write_tokens * (primary.cache_write - primary.input)
+            rewarm += row.cache_write_tokens * (primary.cache_write - primary.cache_read)
     assert rewarm > 0, "the primary wrote its cache again after recovering"
     assert incident["rewarm_usd"] == rewarm
     assert incident["extra_cost_usd"] == incident["fallback_premium_usd"] + rewarm

@@ -157,9 +157,10 @@ def test_fallback_premium_and_cache_loss_match_the_formula(con):
 
 
 def test_re_warming_the_primary_cache_after_a_fallback_is_costed(con):
-    # 12:02: the primary writes 1,000 cache tokens at $3.75/M instead of reading at $3/M,
-    # after 2 backup-served vs 1 primary-served requests in the five minutes before.
-    assert minute(con, 120 * S)["rewarm"] == Decimal("0.000750000")
+    # 12:02: the primary writes 1,000 cache tokens at $3.75/M that, but for the outage, it
+    # would have read at $0.30/M, after 2 backup-served vs 1 primary-served requests in the
+    # five minutes before.
+    assert minute(con, 120 * S)["rewarm"] == Decimal("0.003450000")
 
 
 def test_cost_is_the_sum_of_the_attempts_costs(con):
