@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from engine.money import format_usd
+from engine.money import digits_for, format_usd
 
 # One colour per target (or provider) on every page and in every incident: picked from the
 # name, so a target keeps its colour whatever else a chart shows. Without Dark24's pure red,
@@ -61,8 +61,19 @@ def line(frame: pd.DataFrame, columns: dict[str, str], title: str, yaxis: str) -
     return _layout(fig, title, yaxis)
 
 
-def stacked(frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str) -> go.Figure:
-    fig = px.bar(frame, x=x, y=y, color=color)
+def stacked(
+    frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str, unit: str = ""
+) -> go.Figure:
+    """Bars of `y` per `x`, stacked by `color`. `unit` "usd": the axis and each bar's hover
+    in dollars as engine.money writes them."""
+    if unit != "usd":
+        return _layout(px.bar(frame, x=x, y=y, color=color), title, yaxis)
+    shown = frame.assign(shown=[format_usd(v) for v in frame[y]])
+    fig = px.bar(shown, x=x, y=y, color=color, custom_data=["shown"])
+    fig.update_traces(hovertemplate="%{x}<br>%{fullData.name}: %{customdata[0]}"
+                                    "<extra></extra>")  # fmt: skip
+    stacks = frame.assign(size=frame[y].astype(float).abs()).groupby(x)["size"].sum()
+    fig.update_yaxes(tickformat=usd_ticks(stacks))
     return _layout(fig, title, yaxis)
 
 
@@ -122,9 +133,9 @@ def pass_rate_history(frame: pd.DataFrame, minimum: float) -> go.Figure:
 INCIDENT, DRILL, FIRED, RESOLVED = "#d62728", "#1f77b4", "#d62728", "#2ca02c"
 PARTIAL_OPACITY = 0.35
 ROUTE_PALETTE = px.colors.qualitative.Safe
-_FORMATS = {"usd": lambda v: format_usd(v, 4), "share": lambda v: f"{v:.1%}",
-            "": lambda v: f"{v:,.0f}"}  # fmt: skip
-_TICKS = {"usd": "$,.4f", "share": ".0%"}
+# A point's hover is read alone: its amount by its own magnitude ("$0.47", "-$0.0021").
+_FORMATS = {"usd": format_usd, "share": lambda v: f"{v:.1%}", "": lambda v: f"{v:,.0f}"}
+_TICKS = {"share": ".0%"}
 # Failed attempts by class (figures.FAILURE_CLASSES): the same colour on every timeline.
 FAILURE_COLOURS = {"429": "#ff7f0e", "529": "#d62728", "5xx": "#8c564b", "401/403": "#9467bd",
                    "timeout": "#bcbd22", "other": "#7f7f7f", "request (4xx)": "#c7c7c7",
@@ -205,7 +216,17 @@ def timeline_lines(
                             opacity=PARTIAL_OPACITY, **style)  # fmt: skip
     if unit in _TICKS:
         fig.update_yaxes(tickformat=_TICKS[unit])
+    elif unit == "usd":
+        fig.update_yaxes(tickformat=usd_ticks(frame[y]))
     return _timeline_layout(fig, title, yaxis, t)
+
+
+def usd_ticks(values: pd.Series) -> str:
+    """A dollar axis's tick format (d3's, which puts the sign before the "$" as engine.money
+    does), with the decimals engine.money gives a tenth of the largest amount: the ticks of
+    an axis up to $0.47 read "$0.10", and those up to $0.02 "$0.0050", not "$0.01" twice."""
+    largest = values.astype(float).abs().max() if len(values) else 0.0
+    return f"$,.{digits_for(0 if pd.isna(largest) else largest / 10)}f"
 
 
 def _timeline_layout(fig: go.Figure, title: str, yaxis: str, t: Timeline) -> go.Figure:

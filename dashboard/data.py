@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import streamlit as st
 
-from engine.money import format_change, format_usd
 from engine.paths import DataPaths
 from engine.store.read import PublishedData
 
@@ -166,16 +165,6 @@ def as_of(v: View) -> datetime:
 def rollups(v: View, **filters: Any) -> pd.DataFrame:
     """The window's rollups at the view's grain."""
     return query(f"{v.grain}_rollups", since=v.since, **filters)
-
-
-def usd(value: object, digits: int = 4) -> str:
-    """Dollars with the sign before the symbol: "-$0.0226", not "$-0.0226"."""
-    return format_usd(float(value or 0), digits)
-
-
-def change(value: object, digits: int = 4) -> str:
-    """A difference in cost as a person reads it: "saved $0.0168", "cost $0.0168 more"."""
-    return format_change(float(value or 0), digits)
 
 
 def empty_state() -> None:

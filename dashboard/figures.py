@@ -445,7 +445,7 @@ def timeline_markers(
 def incident_summary(incident: Any) -> str:
     """An ongoing incident (a row of the incidents snapshot) as a person reads it:
     "claude/claude-sonnet-4-5 (availability) on support: 120 requests affected, 118 answered
-    by fallback, 2 failed; extra cost: saved $0.1075. Top error: overloaded (529)"."""
+    by fallback, 2 failed; extra cost: saved $0.11. Top error: overloaded (529)"."""
     routes = incident.routes if isinstance(incident.routes, str) and incident.routes else None
     top = incident.top_error if isinstance(incident.top_error, str) else "none recorded"
     return (

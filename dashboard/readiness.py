@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.money import format_usd
+from engine.money import format_change, format_usd
 
 BELOW, MET = "⚠ below minimum", "ok"
 TARGET_COLUMNS = ["target", "role", "pass_rate", "passed", "latency_p50_ms", "cost_usd", "minimum"]
@@ -187,9 +187,16 @@ def count_text(value: object) -> str:
     return "—" if value is None or pd.isna(value) else f"{int(value):,}"
 
 
-def usd_text(value: object) -> str:
-    """ "-$0.0025" (to the hundredth of a cent: a drill costs cents), or "—" when missing."""
-    return "—" if value is None or pd.isna(value) else format_usd(float(value), 4)
+def cost_text(value: object) -> str:
+    """What a target's eval cases cost, by its magnitude ("$0.0018"); "unpriced" when its
+    model has no known price (never $0)."""
+    return "unpriced" if value is None or pd.isna(value) else format_usd(value)  # type: ignore[arg-type]
+
+
+def change_text(value: object) -> str:
+    """A drill's cost difference as a saving or a cost ("saved $0.0025", "cost $0.0022
+    more"), or "—" when the report has none."""
+    return "—" if value is None or pd.isna(value) else format_change(value)  # type: ignore[arg-type]
 
 
 def seconds_text(value: object) -> str:

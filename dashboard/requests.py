@@ -10,11 +10,10 @@ from decimal import Decimal
 
 import pandas as pd
 
-from engine.money import format_usd
+from engine.money import format_parts, to_decimal
 
 # How the failure that ended a part reads in a sentence ("after a cut at 412 characters").
 _FAILURES = {"stream_cut": "a cut", "stream_stalled": "a stall"}
-COST_DIGITS = 6  # a request costs fractions of a cent: $0.000255, not $0.0003
 PART_COLUMNS = ["part", "attempt_number", "target", "from_character", "output_tokens",
                 "tokens_estimated", "cost"]  # fmt: skip
 
@@ -44,27 +43,34 @@ def parts(chain: pd.DataFrame) -> pd.DataFrame | None:
     pieces = _continued(chain)
     if pieces is None:
         return None
+    _, costs = _costs(pieces)
     shown = pieces.assign(
         part=range(1, len(pieces) + 1),
         from_character=[0, *(_count(c) for c in pieces["continued_chars"].iloc[1:])],
-        cost=[_shown(_rounded(c)) for c in pieces["cost_usd"]],
+        cost=costs,
     )
     return shown[PART_COLUMNS].reset_index(drop=True)
 
 
 def parts_cost(chain: pd.DataFrame) -> str | None:
-    """ "The answer cost $0.000255: $0.000165 + $0.000090": the total is the sum of the parts
-    as shown, so the figures add up on the page. None unless the request was continued."""
+    """ "The answer cost $0.00026: $0.00017 + $0.00009": the parts at one precision, adding
+    up as shown to the total beside them. None unless the request was continued."""
     pieces = _continued(chain)
     if pieces is None:
         return None
-    costs = [_rounded(c) for c in pieces["cost_usd"]]
-    priced = [c for c in costs if c is not None]
-    addends = " + ".join(_shown(c) for c in costs)
-    total = format_usd(sum(priced, Decimal(0)), COST_DIGITS)
-    if len(priced) < len(costs):
+    total, costs = _costs(pieces)
+    addends = " + ".join(costs)
+    if pieces["cost_usd"].isna().any():
         return f"The priced parts of the answer cost {total} ({addends})."
     return f"The answer cost {total}: {addends}, each part priced by its own usage."
+
+
+def _costs(pieces: pd.DataFrame) -> tuple[str, list[str]]:
+    """The priced parts' total and each part's cost as shown (engine.money.format_parts: one
+    precision, adding up); "no known price" for a part whose model has none."""
+    priced = {str(i): to_decimal(c) for i, c in enumerate(pieces["cost_usd"]) if pd.notna(c)}
+    total, shown = format_parts(sum(priced.values(), Decimal(0)), priced)
+    return total, [shown.get(str(i), "no known price") for i in range(len(pieces))]
 
 
 def _continued(chain: pd.DataFrame) -> pd.DataFrame | None:
@@ -118,14 +124,3 @@ def _count(value: object) -> int:
 
 def _attempts(n: int) -> str:
     return f"{n} attempt" if n == 1 else f"{n} attempts"
-
-
-def _rounded(cost: object) -> Decimal | None:
-    """A part's cost at the digits shown (None: its model has no known price)."""
-    if cost is None or pd.isna(cost):  # type: ignore[arg-type]
-        return None
-    return Decimal(str(cost)).quantize(Decimal(1).scaleb(-COST_DIGITS))
-
-
-def _shown(cost: Decimal | None) -> str:
-    return "no known price" if cost is None else format_usd(cost, COST_DIGITS)

@@ -179,7 +179,7 @@ def _wait_for_report(published: Path, drill_id: str, timeout_s: float) -> dict[s
 def _show(report: dict[str, Any], target: str) -> None:
     from decimal import Decimal
 
-    from engine.money import format_change, format_usd
+    from engine.money import format_parts, said_as_change
 
     color = "green" if report["verdict"] == "passed" else "red"
     typer.secho(f"verdict: {report['verdict']}", fg=color, bold=True)
@@ -194,10 +194,14 @@ def _show(report: dict[str, Any], target: str) -> None:
     opened = report["breaker_opened_after_s"]
     typer.echo("  breaker of " + target + (f" opened after {opened:.1f} s" if opened is not None
                                            else " never opened"))  # fmt: skip
-    change = format_change(Decimal(report["cost_difference_usd"]))  # "saved $x", "cost $x more"
+    # cost = the primary's estimate + the difference, at one precision and adding up as shown
+    cost, shown = format_parts(Decimal(report["cost_usd"]), {
+        "primary": Decimal(report["primary_estimate_usd"]),
+        "difference": Decimal(report["cost_difference_usd"]),
+    })  # fmt: skip
+    change = said_as_change(shown["difference"])  # "saved $x", "cost $x more"
     change = change if change == "no difference" else f"the backups {change}"
-    typer.echo(f"  cost {format_usd(Decimal(report['cost_usd']), 4)}, on the primary it would "
-               f"have been {format_usd(Decimal(report['primary_estimate_usd']), 4)} "
+    typer.echo(f"  cost {cost}, on the primary it would have been {shown['primary']} "
                f"({change})")  # fmt: skip
     back = report["restored_after_s"]
     typer.echo(f"  {target} " + (f"served again {back:.1f} s after the drill" if back is not None

@@ -80,7 +80,7 @@ def eval_command(
 
 
 def _show(run: Any) -> None:
-    from engine.money import format_usd
+    from engine.money import column_digits, format_usd
 
     minimum = f"{run.min_pass_rate * 100:g} %"
     typer.echo(f"Route {run.route}: {run.cases} cases per target, minimum pass rate {minimum}\n")
@@ -88,8 +88,9 @@ def _show(run: Any) -> None:
         f"{'target':<40} {'passed':>8} {'pass rate':>9} {'p50 ms':>8} {'p95 ms':>8} {'cost':>10}"
     )
     typer.echo(header)
+    digits = column_digits(s.cost_usd for s in run.summaries() if s.cost_usd is not None)
     for s in run.summaries():
-        cost = "unpriced" if s.cost_usd is None else format_usd(s.cost_usd, 6)
+        cost = "unpriced" if s.cost_usd is None else format_usd(s.cost_usd, digits)
         line = (
             f"{s.target:<40} {f'{s.passed}/{s.cases}':>8} {f'{s.pass_rate * 100:.0f} %':>9} "
             f"{_ms(s.p50_ms):>8} {_ms(s.p95_ms):>8} {cost:>10}"

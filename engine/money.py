@@ -8,27 +8,60 @@ rounded so that, as shown, they add up to the whole as shown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, InvalidOperation
 
-__all__ = ["digits_for", "format_change", "format_parts", "format_usd", "to_decimal"]
+__all__ = [
+    *("column_digits", "digits_for", "format_change", "format_parts", "format_usd"),
+    *("read_usd", "said_as_change", "to_decimal"),
+]
 
 Amount = Decimal | float | int | str | None
 MAX_DIGITS = 9  # the store's money columns are DECIMAL(18,9): nano-dollars
 
 
 def to_decimal(value: Amount) -> Decimal:
-    """`value` as a Decimal; None (and NaN, which pandas uses for a missing number) is $0."""
+    """`value` as a Decimal; None (and NaN or pandas' NA, which frames use for a missing
+    number) is $0. An infinite amount is a bug upstream, never shown: ValueError."""
     if value is None:
         return Decimal(0)
-    amount = value if isinstance(value, Decimal) else Decimal(str(value))
+    try:
+        amount = value if isinstance(value, Decimal) else Decimal(str(value))
+    except InvalidOperation:
+        if str(value) == "<NA>":  # pandas.NA, without importing pandas into the core
+            return Decimal(0)
+        raise ValueError(f"{value!r} is not an amount of money") from None
+    if amount.is_infinite():
+        raise ValueError(f"{value!r} is not an amount of money")
     return Decimal(0) if amount.is_nan() else amount
 
 
 def digits_for(value: Amount) -> int:
     """Decimals that show `value` sensibly: none from $1,000, cents from a cent, and below a
-    cent two significant digits (at least four decimals, at most nine)."""
+    cent two significant digits (at least four decimals, at most nine). Judged on the amount
+    as it would be shown, so that $0.00999 reads "$0.01" (not "$0.0100"), $999.996 "$1,000",
+    and an amount that is nothing even in nano-dollars "$0.00"."""
     amount = abs(to_decimal(value))
+    places = _places(amount)
+    if places == 0:
+        return 0
+    shown = amount.quantize(Decimal(1).scaleb(-places), ROUND_HALF_EVEN)
+    if shown == 0:
+        return 2
+    return min(places, _places(shown))
+
+
+def column_digits(values: Iterable[Amount]) -> int:
+    """Decimals for amounts shown in one column (or row) to be compared: what the finest of
+    them needs, so that $0.0105 beside $0.0013 does not read $0.01 beside $0.00, but at most
+    two places beyond what the largest needs (beside $1,234, $0.0021 reads "$0.00")."""
+    amounts = [abs(to_decimal(v)) for v in values]
+    largest = digits_for(max(amounts, default=Decimal(0)))
+    finest = max((digits_for(a) for a in amounts if a), default=largest)
+    return max(largest, min(finest, largest + 2))
+
+
+def _places(amount: Decimal) -> int:
     if amount >= 1000:
         return 0
     if amount >= Decimal("0.01") or amount == 0:
@@ -49,13 +82,19 @@ def format_usd(value: Amount, digits: int | None = None) -> str:
 
 
 def format_change(value: Amount, digits: int | None = None) -> str:
-    """What a difference in cost means to a person: "saved $0.0168" when negative, "cost
-    $0.0168 more" when positive, "no difference" when it rounds to zero."""
-    amount = to_decimal(value)
-    shown = format_usd(abs(amount), digits)
-    if shown == format_usd(0, digits if digits is not None else digits_for(amount)):
+    """What a difference in cost means to a person: "saved $0.0021" when negative, "cost
+    $0.0021 more" when positive, "no difference" when it rounds to zero."""
+    return said_as_change(format_usd(value, digits))
+
+
+def said_as_change(shown: str) -> str:
+    """A difference in cost as shown (by `format_usd`, or a part from `format_parts`) in
+    `format_change`'s words: "-$0.19" is "saved $0.19", "$0.07" "cost $0.07 more", "$0.00"
+    "no difference"."""
+    amount = read_usd(shown)
+    if not amount:
         return "no difference"
-    return f"saved {shown}" if amount < 0 else f"cost {shown} more"
+    return f"saved {shown.lstrip('-')}" if amount < 0 else f"cost {shown} more"
 
 
 def format_parts(
@@ -70,6 +109,12 @@ def format_parts(
     unit = Decimal(1).scaleb(-places)
     shown = _largest_remainder(whole, named, unit)
     return format_usd(whole, places), {name: format_usd(v, places) for name, v in shown.items()}
+
+
+def read_usd(shown: str) -> Decimal:
+    """The amount a person reads in a figure `format_usd` or `format_parts` showed ("-$1,234"
+    is -1234): whether a part shows as nothing, or which way it goes, is judged as shown."""
+    return Decimal(shown.replace("$", "").replace(",", ""))
 
 
 def _group_digits(values: list[Decimal]) -> int:

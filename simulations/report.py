@@ -4,10 +4,18 @@ command line's table. Money through engine.money; times in the zone asked for (U
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
-from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
-from engine.money import format_change, format_usd
+from engine.money import (
+    column_digits,
+    digits_for,
+    format_parts,
+    format_usd,
+    read_usd,
+    said_as_change,
+)
 from simulations.result_parts import CostParts
 from simulations.results import (
     SUSTAINED_MINUTES,
@@ -49,10 +57,15 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
     def row(name: str, of_base: str, cell: object) -> tuple[str, ...]:
         return (name, of_base, *(cell(c) for c in runs))  # type: ignore[operator]
 
-    digits = money_digits(comparison)
+    def money_row(name: str, figure: Callable[[RunResult], Decimal]) -> tuple[str, ...]:
+        """A row of the runs' dollars at one precision, to be compared (column_digits)."""
+        digits = column_digits(figure(r) for r in (base, *runs))
+        return row(name, format_usd(figure(base), digits), lambda c: format_usd(figure(c), digits))
+
+    digits = _money_digits(comparison)
 
     def part(name: str) -> object:
-        return lambda c: _signed(shown_parts(comparison.parts(c), digits)[name], digits)
+        return lambda c: _signed(_shown(comparison, c, digits)[1][name])
 
     rows: list[tuple[str, ...]] = [
         ("", "baseline", *(c.label for c in runs)),
@@ -61,11 +74,9 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
         row("answered", f"{base.answered:,}", lambda c: f"{c.answered:,}"),
         row("failed", f"{base.failed:,}", lambda c: f"{c.failed:,}"),
         row("fallback rate", f"{base.fallback_rate:.1%}", lambda c: f"{c.fallback_rate:.1%}"),
-        row("cost of answered requests", format_usd(base.answered_cost_usd),
-            lambda c: format_usd(c.answered_cost_usd)),
-        row("cost per answered request", format_usd(base.cost_per_answered_usd, 5),
-            lambda c: format_usd(c.cost_per_answered_usd, 5)),
-        row("extra cost vs baseline", "", lambda c: _signed(comparison.extra_cost(c), digits)),
+        money_row("cost of answered requests", lambda r: r.answered_cost_usd),
+        money_row("cost per answered request", lambda r: r.cost_per_answered_usd),
+        row("extra cost vs baseline", "", lambda c: _signed(_shown(comparison, c, digits)[0])),
         row("  price difference", "", part("price")),
         row("  cache loss", "", part("cache loss")),
         row("  re-warm", "", part("re-warm")),
@@ -189,26 +200,19 @@ def _answers(comparison: Comparison, run: RunResult) -> str:
             f"{comparison.baseline.failed:,}), within the run's noise")  # fmt: skip
 
 
-def money_digits(comparison: Comparison) -> int:
-    """Decimals for the extra cost and its parts, by magnitude: cents once any figure reaches
-    a dollar, else four decimals (a replay of a short incident costs fractions of a cent)."""
+def _money_digits(comparison: Comparison) -> int:
+    """Decimals for every candidate's extra cost and its parts, so that the table's rows
+    compare: what the largest of them needs (engine.money.digits_for)."""
     every = [comparison.parts(run) for run in comparison.candidates]
     figures = [abs(v) for parts in every for v in (parts.total, *_named(parts).values())]
-    return 2 if any(f >= 1 for f in figures) else 4
+    return digits_for(max(figures, default=0))
 
 
-def shown_parts(parts: CostParts, digits: int) -> dict[str, Decimal]:
-    """The parts rounded to `digits` so that, as shown, they add up to the total as shown:
-    each is rounded down, and the units the total still lacks go to the parts with the
-    largest remainders (the largest-remainder rule), so no part moves by a whole unit."""
-    unit = Decimal(1).scaleb(-digits)
-    named = _named(parts)
-    floors = {name: (value / unit).to_integral_value(ROUND_FLOOR) for name, value in named.items()}
-    missing = int(parts.total.quantize(unit, ROUND_HALF_EVEN) / unit - sum(floors.values()))
-    by_remainder = sorted(named, key=lambda name: named[name] / unit - floors[name], reverse=True)
-    for name in by_remainder[:missing]:
-        floors[name] += 1
-    return {name: floors[name] * unit for name in named}
+def _shown(comparison: Comparison, run: RunResult, digits: int) -> tuple[str, dict[str, str]]:
+    """`run`'s extra cost and its parts as shown: at `digits`, the parts adding up to the
+    extra cost as shown (engine.money.format_parts)."""
+    parts = comparison.parts(run)
+    return format_parts(parts.total, _named(parts), digits)
 
 
 def _named(parts: CostParts) -> dict[str, Decimal]:
@@ -217,13 +221,11 @@ def _named(parts: CostParts) -> dict[str, Decimal]:
 
 
 def _cost(comparison: Comparison, run: RunResult) -> str:
-    parts = comparison.parts(run)
-    digits = money_digits(comparison)
-    rounded = shown_parts(parts, digits)
-    shown = [f"{name} {_signed(v, digits)}" for name, v in rounded.items() if _cents(v, digits)]
-    total = format_change(parts.total, digits)
+    whole, parts = _shown(comparison, run, _money_digits(comparison))
+    total = said_as_change(whole)
     if total == "no difference":
         return "no difference in cost over the scenario"
+    shown = [f"{name} {_signed(v)}" for name, v in parts.items() if read_usd(v)]
     return f"{total} over the scenario ({', '.join(shown)})"
 
 
@@ -281,14 +283,9 @@ def _rate(run: RunResult) -> str:
     return f"{run.requests_per_s:,.0f}"
 
 
-def _signed(value: Decimal, digits: int = 2) -> str:
-    """ "+$9.10", "-$172.55", "$0.00": a part of a cost that goes either way."""
-    return ("+" if _cents(value, digits) and value > 0 else "") + format_usd(value, digits)
-
-
-def _cents(value: Decimal, digits: int = 2) -> bool:
-    """Whether `value` shows as more than nothing at `digits` decimals."""
-    return format_usd(abs(value), digits) != format_usd(0, digits)
+def _signed(shown: str) -> str:
+    """ "+$9.10", "-$172.55", "$0.00": a figure as shown that goes either way, signed."""
+    return f"+{shown}" if read_usd(shown) > 0 else shown
 
 
 def _pct(share: float) -> str:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, data
+from dashboard.cost_parts import premium_parts, usd_column
 from dashboard.definitions import define
 from dashboard.figures import cost_by, cost_summary, token_mix
+from engine.money import format_usd
 
 DIMENSIONS = {"Route": "route", "Provider": "provider", "Model": "model", "Feature": "feature"}
 
@@ -23,17 +25,19 @@ if rollups.empty:
     st.stop()
 
 summary = cost_summary(rollups)
-cells = st.columns(5)
-cells[0].metric("Cost", data.usd(summary.cost, 4), help=define("cost"))
-per_answer = "—" if summary.per_answered is None else data.usd(summary.per_answered, 6)
+cells = st.columns(4)
+cells[0].metric("Cost", format_usd(summary.cost), help=define("cost"))
+per_answer = "—" if summary.per_answered is None else format_usd(summary.per_answered)
 cells[1].metric("Cost per answered request", per_answer, help=define("answered"))
-cells[2].metric("Fallback premium", data.change(summary.premium), help=define("fallback premium"))
-cells[3].metric("Re-warm", data.usd(summary.rewarm, 4), help=define("re-warm cost"))
-cells[4].metric("Wasted spend", data.usd(summary.wasted, 4), help=define("wasted spend"))
-split = st.columns(5)
-split[2].metric("of which price difference", data.change(summary.price_difference),
+cells[2].metric("Re-warm", format_usd(summary.rewarm), help=define("re-warm cost"))
+cells[3].metric("Wasted spend", format_usd(summary.wasted), help=define("wasted spend"))
+# The premium and its parts, three a row (room for "saved $12.40"), adding up as shown.
+premium = premium_parts(summary.price_difference, summary.cache_loss)
+split = st.columns(3)
+split[0].metric("Fallback premium", premium["fallback premium"], help=define("fallback premium"))
+split[1].metric("of which price difference", premium["price difference"],
                 help=define("price difference"))  # fmt: skip
-split[3].metric("of which cache loss", data.usd(summary.cache_loss, 4), help=define("cache loss"))
+split[2].metric("of which cache loss", premium["cache loss"], help=define("cache loss"))
 if summary.unpriced_models:
     st.warning(
         "No known price for " + ", ".join(summary.unpriced_models) + ": their attempts are "
@@ -48,7 +52,7 @@ local = rollups.assign(bucket=v.local(rollups["bucket"]))
 left, right = st.columns(2)
 left.plotly_chart(
     charts.stacked(cost_by(local, column), "bucket", "cost_usd", column, f"Cost by {by.lower()}",
-                   "USD"),
+                   "USD", unit="usd"),
     width="stretch",
 )  # fmt: skip
 mix = token_mix(local)
@@ -56,7 +60,8 @@ right.plotly_chart(
     charts.stacked(mix, "bucket", "tokens", "kind", "Token mix", "tokens"), width="stretch"
 )
 totals = cost_by(rollups, column).groupby(column, as_index=False)["cost_usd"].sum()
+totals = totals.sort_values("cost_usd", ascending=False)
 st.dataframe(
-    totals.sort_values("cost_usd", ascending=False), hide_index=True, width="stretch",
-    column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.6f")},
+    totals.assign(cost_usd=usd_column(totals["cost_usd"])), hide_index=True, width="stretch",
+    column_config={"cost_usd": st.column_config.TextColumn("cost")},
 )  # fmt: skip

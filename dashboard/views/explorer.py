@@ -6,15 +6,24 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import data, requests
+from dashboard.cost_parts import usd_each
 
 COLUMNS = ["started_at", "request_id", "attempt_number", "route", "target", "outcome",
            "decision", "error_class", "http_status", "fault_kind", "latency_ms", "fallback_depth",
            "served", "breaker_state", "cost_usd"]  # fmt: skip
 # A continued stream's attempts also say which attempt each part picked up from.
 CONTINUATION_COLUMNS = ["continues_attempt", "continued_chars"]
+
+
+def _priced(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Each attempt's cost as money ("$0.00026"); "—" without one (no call made, no usage
+    reported, or a model without a known price)."""
+    return attempts.assign(cost_usd=usd_each(attempts["cost_usd"]))
+
 
 st.title("Explorer")
 v = data.view()
@@ -37,7 +46,7 @@ if request_id.strip():
             st.dataframe(parts, hide_index=True, width="stretch", key="parts")
             st.caption(requests.parts_cost(chain))
         shown = [*COLUMNS, *requests.present(chain, CONTINUATION_COLUMNS), "error_message"]
-        st.dataframe(v.table(chain, shown), hide_index=True, width="stretch",
+        st.dataframe(v.table(_priced(chain), shown), hide_index=True, width="stretch",
                      column_config={"started_at": f"started at ({v.tz.key})"})  # fmt: skip
 
 st.subheader("Filter attempts")
@@ -56,7 +65,7 @@ found = data.query(
 matching = int(found["matching"].iloc[0]) if len(found) else 0
 st.caption(f"{matching:,} attempts in the last {v.label} match; the newest 500 are listed.")
 st.dataframe(
-    v.table(found, COLUMNS),
+    v.table(_priced(found), COLUMNS),
     hide_index=True,
     width="stretch",
     column_config={"started_at": f"started at ({v.tz.key})"},

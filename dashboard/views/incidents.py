@@ -12,10 +12,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import charts, data
+from dashboard.cost_parts import extra_cost_parts, usd_column
 from dashboard.definitions import define
 from dashboard.figures import incident_table, traffic_by_target
 from dashboard.readiness import drill_table
 from engine.alerts.silences import request_silence
+from engine.money import format_usd
 
 RANGES = {"24 h": timedelta(days=1), "7 d": timedelta(days=7), "35 d": timedelta(days=35)}
 AROUND = timedelta(minutes=10)  # the detail charts show this much before and after
@@ -50,8 +52,8 @@ else:
     )  # fmt: skip
     st.plotly_chart(in_target_colours(timeline), width="stretch")
     shown = table.assign(
-        extra_cost=table["extra_cost_usd"].map(data.change),
-        wasted=table["wasted_usd"].map(data.usd),
+        extra_cost=usd_column(table["extra_cost_usd"], change=True),
+        wasted=usd_column(table["wasted_usd"]),
     )
     st.dataframe(
         v.table(shown, ["started_at", "duration", "what", "routes", "peak_fault_rate",
@@ -73,23 +75,27 @@ else:
     }
     chosen = st.selectbox("One incident", list(labels), format_func=labels.get, key="incident")
     incident = table[table["incident_id"] == chosen].iloc[0]
-    cells = [*st.columns(3), *st.columns(3)]  # three a row: room for "saved $0.0168"
+    cells = [*st.columns(3), *st.columns(3), *st.columns(3)]  # room for "cost $0.0168 more"
     cells[0].metric("Requests affected", f"{incident.requests_affected:,}",
                     help=define("requests affected"))  # fmt: skip
     cells[1].metric("Answered by fallback", f"{incident.answered_by_fallback:,}",
                     help=define("answered by fallback"))  # fmt: skip
     cells[2].metric("Failed", f"{incident.failed:,}", help=define("unavailable"))
-    cells[3].metric("Fallback premium", data.change(incident.fallback_premium_usd),
-                    help=define("fallback premium"))  # fmt: skip
-    cells[4].metric(
-        "of which cache loss", data.usd(incident.cache_loss_usd), help=define("cache loss")
-    )
-    cells[5].metric("Extra cost", data.change(incident.extra_cost_usd), help=define("extra cost"))
+    # Extra cost = fallback premium + re-warm, premium = price difference + cache loss: at
+    # one precision, each identity holding as shown.
+    money = extra_cost_parts(incident.price_difference_usd, incident.cache_loss_usd,
+                             incident.rewarm_usd)  # fmt: skip
+    cells[3].metric("Fallback premium", money["fallback premium"], help=define("fallback premium"))
+    cells[4].metric("of which price difference", money["price difference"],
+                    help=define("price difference"))  # fmt: skip
+    cells[5].metric("of which cache loss", money["cache loss"], help=define("cache loss"))
+    cells[6].metric("Re-warm", money["re-warm"], help=define("re-warm"))
+    cells[7].metric("Extra cost", money["extra cost"], help=define("extra cost"))
+    cells[8].metric("Wasted", format_usd(incident.wasted_usd), help=define("wasted"))
     routes = incident.route_list
     st.caption(
         f"**{incident.what}** · routes affected: {', '.join(routes) or 'none'} · "
-        f"top error: {incident.top_error or 'none recorded'} · "
-        f"re-warm {data.usd(incident.rewarm_usd)} · wasted {data.usd(incident.wasted_usd)}"
+        f"top error: {incident.top_error or 'none recorded'}"
     )
     # What-if replays it: its window, the fault schedule its attempts show, its traffic.
     if chosen in set(data.query("replayable_incidents", since=since)["incident_id"]):

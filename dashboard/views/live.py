@@ -15,6 +15,7 @@ import streamlit as st
 from dashboard import charts, data, figures
 from dashboard.definitions import define
 from dashboard.figures import Span
+from engine.money import format_change, format_usd
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
 ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day
@@ -28,6 +29,11 @@ def _pct(value: float | None) -> str:
 
 def _seconds(ms: float | None) -> str:
     return "—" if ms is None else f"{ms / 1000:,.2f} s"
+
+
+def _per_hour(change: str) -> str:
+    """ "saved $0.12/h"; "no difference" is no rate."""
+    return change if change == "no difference" else f"{change}/h"
 
 
 def _p99(span: Span) -> float | None:
@@ -73,9 +79,10 @@ def _headline(v: data.View, recent: Span, window: Span, minutes: pd.DataFrame,
         ("Latency p99", _seconds(now.latency_p99_ms),
          _seconds(over.latency_p99_ms) + (" (worst hour)" if worst_hour else ""),
          "latency p50 / p95 / p99"),
-        ("Cost/hour", data.usd(now.cost_per_hour), f"{data.usd(over.cost_per_hour)}/h", "cost"),
-        ("Fallback premium/hour", data.change(now.premium_per_hour),
-         f"{data.change(over.premium_per_hour)}/h", "fallback premium"),
+        ("Cost/hour", format_usd(now.cost_per_hour), f"{format_usd(over.cost_per_hour)}/h",
+         "cost"),
+        ("Fallback premium/hour", format_change(now.premium_per_hour),
+         _per_hour(format_change(over.premium_per_hour)), "fallback premium"),
     ]  # fmt: skip
     st.markdown(
         f"**All routes, last 5 min**: {v.clock(recent.start)}–{v.clock(recent.end, True)} "

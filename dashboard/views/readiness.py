@@ -52,15 +52,17 @@ else:
     )
     for sentence in readiness.below_minimum(run, primary):
         st.warning(sentence, icon=":material/report:")
+    targets = readiness.target_table(run, primary)
     st.dataframe(
-        readiness.target_table(run, primary), hide_index=True, width="stretch",
+        targets.assign(cost_usd=targets["cost_usd"].map(readiness.cost_text)),
+        hide_index=True, width="stretch",
         column_config={
             "pass_rate": st.column_config.ProgressColumn("pass rate", format="percent",
                                                          help=define("pass rate")),
             "passed": st.column_config.TextColumn("passed / cases"),
             "latency_p50_ms": st.column_config.NumberColumn("p50 latency (ms)", format="%.0f"),
-            "cost_usd": st.column_config.NumberColumn("cost of the run", format="$%.4f",
-                                                      help=define("cost of an eval run")),
+            "cost_usd": st.column_config.TextColumn("cost of the run",
+                                                    help=define("cost of an eval run")),
             "minimum": st.column_config.TextColumn("minimum pass rate",
                                                    help=define("minimum pass rate")),
         },
@@ -109,7 +111,7 @@ if drill is not None:
                     help=define("failed in the drill"))  # fmt: skip
     cells[3].metric("Breaker opened after", readiness.seconds_text(drill.breaker_opened_after_s),
                     help=define("breaker opened after"))  # fmt: skip
-    cells[4].metric("Cost difference", readiness.usd_text(drill.cost_difference_usd),
+    cells[4].metric("Cost difference", readiness.change_text(drill.cost_difference_usd),
                     help=define("cost difference"))  # fmt: skip
     restored, after = readiness.restored_text(drill.restored, drill.restored_after_s)
     cells[5].metric("Restored", restored, after, delta_color="off", delta_arrow="off",

@@ -250,7 +250,8 @@ def _results(comparison: Comparison, job: jobs.JobStatus, v: data.View) -> None:
         columns=["run", "part", "usd"],
     )  # fmt: skip
     st.plotly_chart(charts.stacked(parts, "run", "usd", "part", "Extra cost by candidate, "
-                                   "against the baseline", "USD"), width="stretch")  # fmt: skip
+                                   "against the baseline", "USD", unit="usd"),
+                    width="stretch")  # fmt: skip
     series = pd.DataFrame(
         [(run.label, pd.Timestamp(b), r) for run in ranked for b, r in run.fallback_by_minute],
         columns=["run", "bucket", "fallback_rate"],

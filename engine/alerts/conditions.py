@@ -15,12 +15,13 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from decimal import Decimal
+from typing import NamedTuple
 
 from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
 from engine.alerts.credentials import credential
 from engine.alerts.rules import Rule
 from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
-from engine.money import format_change, format_usd
+from engine.money import format_parts, format_usd, read_usd
 
 log = logging.getLogger("switchover.alerts")
 
@@ -41,17 +42,54 @@ def _route_filter(rule: Rule) -> tuple[str, dict[str, object]]:
     return " AND route IN (SELECT unnest($routes))", {"routes": list(rule.routes)}
 
 
-def _usd(value: Decimal | float | None) -> str:
-    return format_usd(value, 4)
+def _backup_cost(price: Decimal, cache_loss: Decimal, rewarm: Decimal) -> str:
+    """What the backups cost against the primary, as a person reads it: never as good news,
+    and with every part when a cache was lost, rounded so that the parts add up to the whole
+    as shown: "backups' prices $0.19 lower than the primary's, $0.07 of prompt cache lost:
+    $0.12 less in all"."""
+    whole, shown = format_parts(
+        price + cache_loss + rewarm, {"price": price, "cache": cache_loss, "rewarm": rewarm}
+    )
+    said = [_price_words(shown["price"])]
+    if read_usd(shown["cache"]):  # never below zero: what the primary's cache would save
+        said.append(f"{shown['cache']} of prompt cache lost")
+    if read_usd(shown["rewarm"]):
+        said.append(f"{shown['rewarm']} to re-warm it")
+    if len(said) == 1:
+        return said[0]
+    total = read_usd(whole)
+    if not total:
+        return ", ".join(said) + ": the same in all"
+    return ", ".join(said) + f": {whole.lstrip('-')} {'more' if total > 0 else 'less'} in all"
 
 
-def _fallback_spend(premium: Decimal | float | None, wasted: Decimal | float | None) -> str:
-    """What the fallbacks did to the bill, as a person reads it: "the fallbacks saved $0.0624"
-    (backups cheaper than the primary) or "cost $0.0624 more", then the wasted spend if any."""
-    change = format_change(premium)
-    said = "the fallbacks cost the same" if change == "no difference" else f"the fallbacks {change}"
-    nothing = _usd(wasted) == _usd(0)  # less than $0.00005 reads as nothing, not "$0.0000"
-    return said + (", nothing wasted" if nothing else f", wasted {_usd(wasted)}")
+def _price_words(shown: str) -> str:
+    if not read_usd(shown):
+        return "backups' prices the same as the primary's"
+    higher = "lower" if shown.startswith("-") else "higher"
+    return f"backups' prices {shown.lstrip('-')} {higher} than the primary's"
+
+
+def _wasted(wasted: Decimal) -> str:
+    shown = format_usd(wasted)
+    return f"wasted {shown}" if read_usd(shown) else "nothing wasted"
+
+
+class _RouteFigures(NamedTuple):
+    route: str
+    requests: int
+    by_fallback: int
+    unavailable: int
+    request_faults: int
+    price_difference: Decimal
+    cache_loss: Decimal
+    rewarm: Decimal
+    wasted: Decimal
+
+    @property
+    def extra_cost(self) -> Decimal:
+        """Fallback premium + re-warm: what the backups cost beyond the primary."""
+        return self.price_difference + self.cache_loss + self.rewarm
 
 
 _ROUTE_FIGURES = """
@@ -60,7 +98,10 @@ _ROUTE_FIGURES = """
         (sum(answered_by_fallback) - coalesce(sum(drill_fallbacks), 0))::BIGINT AS by_fallback,
         sum(unavailable)::BIGINT AS unavailable,
         sum(request_faults)::BIGINT AS request_faults,
-        coalesce(sum(fallback_premium_usd), 0) + coalesce(sum(rewarm_usd), 0) AS premium,
+        coalesce(sum(fallback_premium_usd), 0) - coalesce(sum(cache_loss_usd), 0)
+            AS price_difference,
+        coalesce(sum(cache_loss_usd), 0) AS cache_loss,
+        coalesce(sum(rewarm_usd), 0) AS rewarm,
         coalesce(sum(wasted_usd), 0) AS wasted
     FROM rollup_minute
     WHERE bucket >= time_bucket(INTERVAL 1 MINUTE, $since) AND bucket <= $now {routes}
@@ -68,53 +109,54 @@ _ROUTE_FIGURES = """
 """
 
 
-def _route_rows(rule: Rule, ctx: Context, since: datetime | None = None) -> list[tuple]:
+def _route_rows(rule: Rule, ctx: Context, since: datetime | None = None) -> list[_RouteFigures]:
     routes, params = _route_filter(rule)
-    return ctx.con.execute(
+    rows = ctx.con.execute(
         _ROUTE_FIGURES.format(routes=routes),
         {"since": since or ctx.since(rule), "now": ctx.now, **params},
     ).fetchall()
+    return [_RouteFigures(*row) for row in rows]
 
 
 def _fallback_rate(rule: Rule, ctx: Context) -> list[Observation]:
     fired = []
-    for route, requests, by_fallback, _, _, premium, wasted in _route_rows(rule, ctx):
-        if not requests or requests < rule.min_requests:
+    for r in _route_rows(rule, ctx):
+        if not r.requests or r.requests < rule.min_requests:
             continue
-        rate = 100.0 * by_fallback / requests
+        rate = 100.0 * r.by_fallback / r.requests
         if rate > rule.threshold:
             summary = (
-                f"{route}: {rate:.1f} % of {requests} requests answered by a backup in the "
+                f"{r.route}: {rate:.1f} % of {r.requests} requests answered by a backup in the "
                 f"last {window_text(rule)} (threshold {rule.threshold:g} %); "
-                + _fallback_spend(premium, wasted)
+                f"{_backup_cost(r.price_difference, r.cache_loss, r.rewarm)}; {_wasted(r.wasted)}"
             )
-            fired.append(Observation(rule, route, rate, summary, premium + wasted))
+            fired.append(Observation(rule, r.route, rate, summary, r.extra_cost + r.wasted))
     return fired
 
 
 def _unavailable(rule: Rule, ctx: Context) -> list[Observation]:
     fired = []
-    for route, requests, _, unavailable, _, _, wasted in _route_rows(rule, ctx):
-        if unavailable and unavailable >= max(rule.threshold, 1):
+    for r in _route_rows(rule, ctx):
+        if r.unavailable and r.unavailable >= max(rule.threshold, 1):
             summary = (
-                f"{route}: {unavailable} of {requests} requests failed with every provider "
-                f"unavailable in the last {window_text(rule)}; wasted {_usd(wasted)}"
+                f"{r.route}: {r.unavailable} of {r.requests} requests failed with every "
+                f"provider unavailable in the last {window_text(rule)}; {_wasted(r.wasted)}"
             )
-            fired.append(Observation(rule, route, float(unavailable), summary, wasted))
+            fired.append(Observation(rule, r.route, float(r.unavailable), summary, r.wasted))
     return fired
 
 
 def _request_faults(rule: Rule, ctx: Context) -> list[Observation]:
     since = ctx.since(rule)
     usual = {
-        route: (faults / requests if requests else 0.0)
-        for route, requests, _, _, faults, _, _ in _route_rows(
+        r.route: (r.request_faults / r.requests if r.requests else 0.0)
+        for r in _route_rows(
             Rule(rule.name, rule.kind, rule.severity, 0, 86400, routes=rule.routes),
             Context(ctx.con, since, ctx.spool_dir),
         )
     }
     fired = []
-    for route, requests, _, _, faults, _, _ in _route_rows(rule, ctx):
+    for route, requests, _, _, faults, *_ in _route_rows(rule, ctx):
         if not requests or faults < max(rule.min_requests, 1):
             continue
         rate = 100.0 * faults / requests
@@ -142,8 +184,8 @@ def _money_per_hour(column: str, what: str) -> Callable[[Rule, Context], list[Ob
             return []
         subject = ", ".join(rule.routes) or "all routes"
         summary = (
-            f"{subject}: {what} at {_usd(per_hour)}/h over the last {window_text(rule)} "
-            f"(budget {_usd(rule.threshold)}/h); {_usd(total)} so far"
+            f"{subject}: {what} at {format_usd(per_hour)}/h over the last {window_text(rule)} "
+            f"(budget {format_usd(rule.threshold)}/h); {format_usd(total)} so far"
         )
         return [Observation(rule, subject, per_hour, summary, total)]
 

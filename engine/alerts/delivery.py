@@ -31,6 +31,7 @@ import duckdb
 import httpx
 
 from engine.alerts.rules import UNITS, Receiver
+from engine.money import format_usd
 
 log = logging.getLogger("switchover.alerts")
 
@@ -66,7 +67,7 @@ def _slack(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
     head = f"{icon} *{state}* [{alert.get('severity')}] {alert.get('rule')}: {alert.get('subject')}"
     lines = [head, str(alert.get("summary", ""))]
     if alert.get("cost_usd") is not None:
-        lines.append(f"Cost so far: ${Decimal(alert['cost_usd']):,.4f}")
+        lines.append(f"Cost so far: {format_usd(alert['cost_usd'])}")
     if event == "resolved" and alert.get("fired_at") and alert.get("resolved_at"):
         lines.append(f"Lasted {_duration(alert['resolved_at'] - alert['fired_at'])}")
     text = "\n".join(lines)

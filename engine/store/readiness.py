@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 
 from engine.drills import Drill
-from engine.money import format_usd
+from engine.money import format_change
 from engine.paths import DataPaths
 
 log = logging.getLogger("switchover.scheduler")
@@ -252,6 +252,12 @@ def _why(r: dict[str, Any], drill: Drill) -> list[str]:
     return why or ["no request of the route was answered by a backup"]
 
 
+def _difference(r: dict[str, Any]) -> str:
+    """ "the backups saved $0.0025" (or "cost $0.0022 more"): against the primary's prices."""
+    change = format_change(Decimal(r["cost_difference_usd"]))
+    return "no cost difference" if change == "no difference" else f"the backups {change}"
+
+
 def _summary(r: dict[str, Any], target: str) -> str:
     if r["requests"] == 0:
         return f"no request reached the route while {target} was drilled: nothing was shown"
@@ -262,6 +268,5 @@ def _summary(r: dict[str, Any], target: str) -> str:
             else "not seen serving since")  # fmt: skip
     return (
         f"{r['served_by_backups']} of {r['requests']} requests ({share:.0f} %) served by the "
-        f"backups, {r['failed']} failed; {breaker}; cost difference "
-        f"{format_usd(Decimal(r['cost_difference_usd']), 4)}; {target} {back}"
+        f"backups, {r['failed']} failed; {breaker}; {_difference(r)}; {target} {back}"
     )

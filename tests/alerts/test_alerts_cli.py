@@ -105,4 +105,4 @@ def test_the_slack_payload_says_what_fired_what_it_cost_and_how_long_it_lasted()
 
     text = json.loads(payload("slack", "resolved", alert))["text"]
     assert "*RESOLVED* [critical] fallback: support" in text
-    assert "Cost so far: $1.5000" in text and "Lasted 1 h 15 min" in text
+    assert "Cost so far: $1.50" in text and "Lasted 1 h 15 min" in text

@@ -58,23 +58,41 @@ def test_fallback_rate_fires_above_its_threshold_with_enough_requests(con):
 
 
 @pytest.mark.parametrize(
-    ("premium", "wasted", "said"),
+    ("price", "cache_loss", "rewarm", "wasted", "said"),
     [
-        (Decimal("-0.0624"), Decimal(0), "the fallbacks saved $0.0624, nothing wasted"),
-        (Decimal("0.0168"), Decimal("0.0021"), "the fallbacks cost $0.0168 more, wasted $0.0021"),
-        (Decimal(0), Decimal(0), "the fallbacks cost the same, nothing wasted"),
-        (Decimal("0.003"), Decimal("0.00001"), "the fallbacks cost $0.0030 more, nothing wasted"),
+        (Decimal("-0.19"), Decimal("0.07"), Decimal(0), Decimal(0),
+         "backups' prices $0.19 lower than the primary's, $0.07 of prompt cache lost: "
+         "$0.12 less in all; nothing wasted"),
+        (Decimal("-0.0624"), Decimal(0), Decimal(0), Decimal(0),
+         "backups' prices $0.06 lower than the primary's; nothing wasted"),
+        (Decimal("0.0168"), Decimal(0), Decimal(0), Decimal("0.0021"),
+         "backups' prices $0.02 higher than the primary's; wasted $0.0021"),
+        (Decimal("-0.05"), Decimal("0.30"), Decimal("0.04"), Decimal(0),
+         "backups' prices $0.05 lower than the primary's, $0.30 of prompt cache lost, "
+         "$0.04 to re-warm it: $0.29 more in all; nothing wasted"),
+        (Decimal("0.0021"), Decimal("0.0120"), Decimal("0.0009"), Decimal(0),  # $0.015 in all
+         "backups' prices $0.01 higher than the primary's, $0.01 of prompt cache lost: "
+         "$0.02 more in all; nothing wasted"),
+        (Decimal("-0.0030"), Decimal("0.0030"), Decimal(0), Decimal(0),
+         "backups' prices $0.0030 lower than the primary's, $0.0030 of prompt cache lost: "
+         "the same in all; nothing wasted"),
+        (Decimal(0), Decimal(0), Decimal(0), Decimal(0),
+         "backups' prices the same as the primary's; nothing wasted"),
     ],
-)
-def test_a_fallback_rate_alert_says_what_the_fallbacks_saved_or_cost_more(
-    con, premium, wasted, said
+)  # fmt: skip
+def test_a_fallback_rate_alert_says_what_the_backups_cost_against_the_primary(
+    con, price, cache_loss, rewarm, wasted, said
 ):
+    """Never as good news ("saved"), and with the lost cache beside the price difference,
+    the parts adding up to the whole as shown."""
     for ago in range(5):
         rollup(con, _minute(ago), requests=10, answered_by_fallback=5,
-               fallback_premium_usd=premium / 5, wasted_usd=wasted / 5)  # fmt: skip
+               fallback_premium_usd=(price + cache_loss) / 5, cache_loss_usd=cache_loss / 5,
+               rewarm_usd=rewarm / 5, wasted_usd=wasted / 5)  # fmt: skip
     [obs] = _fired(con, _default("fallback-rate-5m"))
     assert obs.summary.endswith(f"(threshold 10 %); {said}")
-    assert "-$" not in obs.summary and "$-" not in obs.summary
+    assert "-$" not in obs.summary and "$-" not in obs.summary and "saved" not in obs.summary
+    assert obs.cost_usd == price + cache_loss + rewarm + wasted
 
 
 def test_fallback_rate_stays_quiet_below_the_minimum_requests(con):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -42,3 +44,14 @@ def open_with_choices(**chosen: str) -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def dollars(said: str) -> Decimal:
+    """The signed amount a person reads in a money figure: "saved $0.19" is -0.19, "cost $0.07
+    more" 0.07, "no difference" 0, "-$0.0021" -0.0021."""
+    if said == "no difference":
+        return Decimal(0)
+    found = re.fullmatch(r"(saved |cost )?(-?)\$([\d,]+(?:\.\d+)?)( more)?", said)
+    assert found, f"not money as engine.money writes it: {said!r}"
+    amount = Decimal(found[3].replace(",", ""))
+    return -amount if found[1] == "saved " or found[2] == "-" else amount

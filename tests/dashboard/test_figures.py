@@ -302,10 +302,10 @@ def _incident(**fields) -> SimpleNamespace:
 def test_an_incident_whose_backup_was_cheaper_says_what_it_saved():
     assert figures.incident_summary(_incident(family="availability")) == (
         f"{SONNET} (availability) on support: 120 requests affected, 118 answered by "
-        "fallback, 2 failed; extra cost: saved $0.1075. Top error: overloaded (529) ×40"
+        "fallback, 2 failed; extra cost: saved $0.11. Top error: overloaded (529) ×40"
     )
-    dearer = figures.incident_summary(_incident(family="account", extra_cost_usd=0.0168))
-    assert "extra cost: cost $0.0168 more" in dearer
+    dearer = figures.incident_summary(_incident(family="account", extra_cost_usd=0.0021))
+    assert "extra cost: cost $0.0021 more" in dearer, "to two significant digits below a cent"
 
 
 def test_an_incident_from_before_fault_families_reads_its_scope():
@@ -362,7 +362,8 @@ def test_a_lines_segment_into_the_minute_still_counting_is_lighter_and_money_rea
                           "series": "fallback premium"})  # fmt: skip
     fig = charts.timeline_lines(frame, "usd", "series", "Cost", "USD", _timeline(), unit="usd")
     done, counting = fig.data
-    assert list(done.y) == [0.5, -0.0021] and list(done.customdata) == ["$0.5000", "-$0.0021"]
+    assert list(done.y) == [0.5, -0.0021] and list(done.customdata) == ["$0.50", "-$0.0021"]
+    assert fig.layout.yaxis.tickformat == "$,.2f", "ticks a tenth of $0.50 apart read in cents"
     assert list(counting.y) == [-0.0021, 0.1], "from the last complete point on"
     assert counting.opacity == charts.PARTIAL_OPACITY and not counting.showlegend
     assert fig.layout.xaxis.title.text == "time (UTC)"

@@ -11,10 +11,11 @@ from alerts.harness import PRIMARY
 
 from dashboard.definitions import define
 from engine.alerts.incidents import IncidentPolicy
+from engine.money import format_usd
 from engine.store.read import PublishedData
 
 from .conftest import OUTAGE
-from .pages import metric, open_page, texts
+from .pages import dollars, metric, open_page, texts
 
 
 def _since(window: timedelta) -> pd.Timestamp:
@@ -26,12 +27,31 @@ def test_costs_add_up_to_the_attempts_costs(app_env):
     at = open_page("costs")
     hour = attempts[attempts["started_at"] >= _since(timedelta(hours=1))]
     cost = sum((Decimal(c) for c in hour["cost_usd"].dropna()), Decimal(0))
-    assert metric(at, "Cost") == f"${float(cost):,.4f}"
+    assert metric(at, "Cost") == format_usd(cost)
     failed = hour[hour["outcome"] != "success"]
     wasted = sum((Decimal(c) for c in failed["cost_usd"].dropna()), Decimal(0))
-    assert metric(at, "Wasted spend") == f"${float(wasted):,.4f}"
+    assert metric(at, "Wasted spend") == format_usd(wasted)
     assert metric(at, "Fallback premium").startswith(("saved $", "cost $", "no difference"))
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_fallback_premium_is_its_price_difference_plus_its_cache_loss_as_shown(app_env):
+    """One precision for the three, a saving said as a saving, and the parts as shown adding
+    up to the premium as shown."""
+    at = open_page("costs")
+    shown = [metric(at, label) for label in ("Fallback premium", "of which price difference",
+                                             "of which cache loss")]  # fmt: skip
+    premium, price, cache_loss = (dollars(said) for said in shown)
+    assert premium == price + cache_loss, shown
+    assert cache_loss > 0, "the primary's cached prompt was lost in the outage"
+    assert price < 0 and shown[1].startswith("saved $"), "GPT-4.1 mini is cheaper than Sonnet"
+
+
+def test_the_table_of_costs_shares_one_precision(app_env):
+    at = open_page("costs")
+    [table] = at.dataframe
+    decimals = {len(text.partition(".")[2]) for text in table.value["cost_usd"]}
+    assert len(decimals) == 1 and all(t.startswith("$") for t in table.value["cost_usd"])
 
 
 def test_splitting_costs_by_provider_lists_the_providers(app_env):
@@ -63,7 +83,31 @@ def test_the_outage_is_listed_with_its_impact_and_the_alerts_it_raised(app_env):
     assert metric(at, "Answered by fallback") == f"{len(answered_by_backup):,}"
     [alerts] = [d.value for d in at.dataframe if "rule" in d.value.columns]
     assert "fallback-rate-5m" in set(alerts["rule"])
+    [summary] = alerts[alerts["rule"] == "fallback-rate-5m"]["summary"].head(1)
+    assert "backups' prices $" in summary and "saved" not in summary, summary
     assert "Where the traffic went" in str([c.proto for c in at.get("plotly_chart")])
+
+
+def test_the_incidents_extra_cost_is_its_premium_and_re_warm_and_its_premium_its_parts(app_env):
+    """Extra cost = fallback premium + re-warm, premium = price difference + cache loss: each
+    identity holds as shown, at one precision, and the figures are the incident's."""
+    paths, _, start = app_env
+    at = open_page("incidents")
+    [incident] = PublishedData(paths.published).query("incidents", since=start).itertuples()
+    labels = ("Extra cost", "Fallback premium", "of which price difference",
+              "of which cache loss", "Re-warm")  # fmt: skip
+    shown = {label: metric(at, label) for label in labels}
+    extra, premium, price, cache_loss, rewarm = (dollars(shown[label]) for label in labels)
+    assert extra == premium + rewarm and premium == price + cache_loss, shown
+    decimals = {said.partition("$")[2].partition(".")[2].split(" ")[0] for said in shown.values()
+                if said != "no difference"}  # fmt: skip
+    assert len({len(d) for d in decimals}) == 1, f"one precision: {shown}"
+    unit = Decimal(1).scaleb(-len(decimals.pop()))
+    assert abs(extra - Decimal(str(incident.extra_cost_usd))) <= unit / 2, shown
+    assert abs(cache_loss - Decimal(str(incident.cache_loss_usd))) < unit, shown
+    assert cache_loss > 0 and price < 0, "a cheaper backup, and the primary's cache lost"
+    assert shown["of which price difference"].startswith("saved $"), "a saving said as one"
+    assert metric(at, "Wasted") == format_usd(incident.wasted_usd)
 
 
 def test_a_silence_asked_for_on_the_page_reaches_the_control_folder(app_env):
@@ -114,7 +158,7 @@ def test_every_metric_shown_has_the_definition_from_metrics_md_as_its_tooltip(ap
 _DEFINED = ("requests", "availability", "fallback rate", "latency p50 / p95 / p99", "cost",
             "fallback premium", "answered", "re-warm cost", "wasted spend", "price difference",
             "cache loss", "requests affected", "answered by fallback", "unavailable",
-            "extra cost")  # fmt: skip
+            "extra cost", "re-warm", "wasted")  # fmt: skip
 
 
 def test_without_data_every_page_says_how_to_send_traffic(tmp_path, monkeypatch):

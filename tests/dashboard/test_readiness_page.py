@@ -25,6 +25,7 @@ from dashboard.readiness import (
     waiting_text,
 )
 from engine.drills import start_drill
+from engine.money import format_usd
 from engine.paths import DataPaths
 from engine.store.db import open_store
 from engine.store.publish import publish
@@ -63,7 +64,7 @@ def test_each_targets_pass_rate_latency_and_cost_come_from_its_cases_in_the_late
         assert row["pass_rate"] == pytest.approx(expected["pass_rate"])
         assert row["passed"] == expected["passed"]
         assert row["latency_p50_ms"] == pytest.approx(expected["latency_p50_ms"])
-        assert row["cost_usd"] == pytest.approx(expected["cost_usd"], abs=1e-9)
+        assert row["cost_usd"] == format_usd(expected["cost_usd"])
     assert table.loc[GPT, "pass_rate"] == pytest.approx(3 / 5)
     assert "`cases.toml` · 5 cases · minimum pass rate 80%" in texts(at)
 
@@ -105,7 +106,7 @@ def test_the_latest_drill_report_is_shown_with_its_figures(app_env):
     assert metric(at, "Served by backups") == "30 of 30"
     assert metric(at, "Failed requests") == "0"
     assert metric(at, "Breaker opened after") == "0.4 s"
-    assert metric(at, "Cost difference") == "$0.0022"
+    assert metric(at, "Cost difference") == "cost $0.0022 more", "the backups cost more"
     assert metric(at, "Restored") == "yes"
     [restored] = [m for m in at.metric if m.label == "Restored"]
     assert restored.delta == "after 1.2 s"
@@ -233,7 +234,8 @@ def test_a_route_without_evals_or_drills_says_what_to_run(tmp_path, monkeypatch)
     con = open_store(paths.database)
     try:
         con.execute(
-            "INSERT INTO route_primaries VALUES ('support', $t, 'anthropic', 'm', now())",
+            "INSERT INTO route_primaries BY NAME SELECT 'support' AS route, $t AS target, "
+            "'anthropic' AS provider_kind, 'm' AS model, now() AS last_seen",
             {"t": CLAUDE},
         )
         for name in ("route_primaries", "eval_runs", "eval_results", "drills"):
