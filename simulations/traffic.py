@@ -29,7 +29,12 @@ PATHS: dict[Dialect, str] = {"anthropic": "/v1/messages", "openai": "/v1/chat/co
 _SUPPORT_POLICY = (
     "You are the support agent of an online shop. Be brief and friendly. Orders ship within "
     "two working days; returns are free within 30 days; refunds take 5 to 7 days to appear. "
+    "Never promise a delivery date the carrier has not given; offer a replacement before a "
+    "refund when an item arrives damaged, and ask for a photo of the parcel first. "
 )
+# Repeats of the policy to the length of a real agent's prompt (its wording matters to no
+# fake, only its length and sameness): past 4,096 tokens, the least Haiku 4.5 caches.
+_SUPPORT_REPEATS = 60
 _QUESTIONS = (
     "Where is my order #{n}?",
     "Can I return the shoes from order #{n}?",
@@ -115,9 +120,10 @@ def in_dialect(route: str, request: Request, dialect: Dialect, *, stream: bool) 
 class Traffic:
     def __init__(self, seed: int = 7) -> None:
         self.rng = random.Random(seed)
-        # ~1,500 tokens of policy text, identical on every support request: what the
-        # primary's prompt cache serves, and what a fallback loses.
-        self.support_system = _SUPPORT_POLICY * 30
+        # ~5,000 tokens of policy text, identical on every support request: what the
+        # primary's prompt cache serves, and what a fallback loses. Every target of the route
+        # caches it, so a backup that takes the traffic writes its own cache, cold.
+        self.support_system = _SUPPORT_POLICY * _SUPPORT_REPEATS
 
     def next(self) -> tuple[str, Request]:
         shape = self.rng.choices(SHAPES, weights=[s.weight for s in SHAPES])[0]

@@ -2,7 +2,8 @@
 
 `FakeProviders` is a real HTTP/1.1 server on loopback; `FakeTransport` serves the same answers
 and faults in process as an httpx transport. The faults, and how to ask for them, are in
-`simulations.fakes.faults`; the control endpoints and fault selection in `simulations.fakes.app`.
+`simulations.fakes.faults`; the control endpoints and fault selection in `simulations.fakes.app`;
+each provider's prompt caches, which expire on the fake's clock, in `simulations.fakes.cache`.
 
 A request whose last message is the assistant's is continued, in both dialects: the answer
 is the rest of the fake's reply after that text (see `simulations.fakes.model`), so a stream

@@ -11,11 +11,11 @@ from typing import Any
 
 from simulations.fakes.anthropic_checks import check_auth as check_auth  # re-exported: part of
 from simulations.fakes.anthropic_checks import validate as validate  # the dialect interface
+from simulations.fakes.cache import PromptCache
 from simulations.fakes.faults import ErrorShape
 from simulations.fakes.model import (
     Answer,
     Conversation,
-    PromptCache,
     PromptUsage,
     Tool,
     split_json,
@@ -81,8 +81,11 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def prompt_usage(body: dict[str, Any], model: str, cache: PromptCache) -> PromptUsage:
-    """Cut the prompt into blocks in cache order (tools, system, messages) for `PromptCache`."""
+def prompt_usage(
+    body: dict[str, Any], model: str, cache: PromptCache, provider: str
+) -> PromptUsage:
+    """Cut the prompt into blocks in cache order (tools, system, messages) for `provider`'s
+    cache."""
     segments: list[tuple[str, bool]] = []
 
     def add(prefix: str, block: Any) -> None:
@@ -99,7 +102,7 @@ def prompt_usage(body: dict[str, Any], model: str, cache: PromptCache) -> Prompt
         content = message.get("content")
         for block in [content] if isinstance(content, str) else content or []:
             add(message.get("role", "") + ":", block)
-    return cache.anthropic(model, segments)
+    return cache.anthropic(provider, model, segments)
 
 
 # --- the answer --------------------------------------------------------------------------

@@ -6,6 +6,10 @@ and the control endpoints under `/_fake/`, chooses the fault, checks the key and
 the way the real API does, renders the answer, and logs the call. It never touches a socket
 and never sleeps: the waits are part of the `Reply`.
 
+A provider is a base URL: the request's host and whatever path comes before the endpoint
+(`http://127.0.0.1:8700/eu/v1/messages` reaches the provider "127.0.0.1:8700/eu"). Each has
+prompt caches of its own (`simulations.fakes.cache`), and the log names it on every call.
+
 Choosing a fault per request: the `x-fake-fault` header, or a model named `<model>#<spec>`
 (e.g. "claude-sonnet-4-5#529", "gpt-4o#rate_limit:retry_after=3"; the part before `#` is the
 model the answer names; `#` because no real model id contains it, while Vertex ids contain
@@ -21,7 +25,7 @@ Control endpoints (JSON bodies):
                            "token_interval_ms"?}
     POST /_fake/config    {"default_fault"?, "valid_keys"?, "reply_text"?, "cache_hit_ratio"?}
     POST /_fake/reset     forget scripts, schedules, latency, the log and the prompt caches
-    GET  /_fake/log       [call, ...] (?model=&dialect= filter); GET /_fake/health;
+    GET  /_fake/log       [call, ...] (?model=&dialect=&provider= filter); GET /_fake/health;
     GET  /_fake/faults    the catalogue
 """
 
@@ -38,9 +42,10 @@ from urllib.parse import parse_qs
 
 from engine.clock import Clock, SystemClock
 from simulations.fakes import anthropic, openai
+from simulations.fakes.cache import PromptCache
 from simulations.fakes.control import Controls, Spec
 from simulations.fakes.faults import CATALOGUE, ErrorShape, Fault, FaultSpec, parse_spec
-from simulations.fakes.model import Ids, PromptCache, make_answer
+from simulations.fakes.model import Ids, make_answer
 from simulations.fakes.render import JSON, Context, error_reply, render
 from simulations.fakes.reply import Reply
 
@@ -51,6 +56,7 @@ ROUTES: Mapping[str, ModuleType] = {
     "/v1/chat/completions": openai,
     "/chat/completions": openai,
 }
+_ENDPOINTS = sorted(ROUTES, key=len, reverse=True)  # /v1/chat/completions before /chat/...
 _BEFORE_CONNECT = {"connect_refused", "connect_timeout", "dns_failure", "tls_failure"}
 
 
@@ -71,6 +77,7 @@ class Call:
     time: float  # the injected clock's now()
     wall: str
     path: str
+    provider: str  # the base URL it reached, as host and path prefix: "127.0.0.1:8700"
     dialect: str
     model: str | None
     stream: bool
@@ -79,6 +86,8 @@ class Call:
     status: int | None  # None: the connection was dropped before any status
     request_id: str
     paid: bool  # the fake ran the model, so a provider would have billed the work
+    # input_tokens counts every prompt token, the cached ones included (unlike Anthropic's
+    # wire field): cache_read_tokens and cache_write_tokens are parts of it.
     usage: dict[str, int] | None = None
     request: Any = field(default=None, repr=False)
 
@@ -93,10 +102,10 @@ class FakeApp:
         reply_text: str | None = None,
         default_fault: Spec = "ok",
         cache_hit_ratio: float | None = None,
-        log_limit: int = 100_000,
+        log_limit: int | None = 100_000,
     ) -> None:
         """`log_limit`: the call log keeps only the latest calls, so a long simulation does not
-        hold every request body in memory."""
+        hold every request body in memory (0 keeps none, None every one)."""
         self.clock = clock or SystemClock()
         self.rng = random.Random(seed)
         self.ids = Ids(self.rng)
@@ -112,17 +121,21 @@ class FakeApp:
         self.cache.clear()
         self.log.clear()
 
-    def calls(self, model: str | None = None, dialect: str | None = None) -> list[Call]:
+    def calls(
+        self, model: str | None = None, dialect: str | None = None, provider: str | None = None
+    ) -> list[Call]:
         return [
             c
             for c in self.log
-            if (model is None or c.model == model) and (dialect is None or c.dialect == dialect)
+            if (model is None or c.model == model)
+            and (dialect is None or c.dialect == dialect)
+            and (provider is None or c.provider == provider)
         ]
 
     def handle(self, request: Incoming) -> Reply:
         if request.path.startswith("/_fake/"):
             return self._control(request)
-        dialect = ROUTES.get(request.path.rstrip("/"))
+        dialect, prefix = _endpoint(request.path)
         if dialect is None or request.method != "POST":
             status = 404 if dialect is None else 405
             error = {
@@ -130,16 +143,16 @@ class FakeApp:
                 "type": "invalid_request_error",
             }
             return Reply(status, [JSON], json.dumps({"error": error}).encode())
-        return self._provider(dialect, request)
+        return self._provider(dialect, request, request.headers.get("host", "") + prefix)
 
-    def _provider(self, dialect: ModuleType, request: Incoming) -> Reply:
+    def _provider(self, dialect: ModuleType, request: Incoming, provider: str) -> Reply:
         request_id = self.ids.request(dialect.NAME)
         body, model, spec, source, problem = self._admit(dialect, request)
         ctx = None
         if problem is not None:
             reply = self._error(dialect, problem, request_id)
         else:
-            ctx = self._context(dialect, body, model or "", request_id)
+            ctx = self._context(dialect, body, model or "", request_id, provider)
             try:
                 reply = render(spec, ctx)
             except ValueError as e:  # a fault parameter out of range
@@ -148,7 +161,7 @@ class FakeApp:
             reply.head_delay += self.controls.head_delay(model or "")
         if reply.abort is None:
             reply.headers.append((dialect.REQUEST_ID_HEADER, request_id))
-        self._record(request, dialect, model, body, spec, source, reply, request_id, ctx)
+        self._record(request, provider, dialect, model, body, spec, source, reply, request_id, ctx)
         return reply
 
     def _admit(
@@ -186,12 +199,12 @@ class FakeApp:
         return spec, source
 
     def _context(
-        self, dialect: ModuleType, body: dict[str, Any], model: str, request_id: str
+        self, dialect: ModuleType, body: dict[str, Any], model: str, request_id: str, provider: str
     ) -> Context:
         conv = dialect.conversation(body, model)
 
         def run_model(reply_text: str | None) -> Any:
-            prompt = dialect.prompt_usage(body, model, self.cache)
+            prompt = dialect.prompt_usage(body, model, self.cache, provider)
             return make_answer(conv, prompt, self.ids, dialect.NAME, reply_text or self.reply_text)
 
         return Context(
@@ -214,6 +227,7 @@ class FakeApp:
     def _record(
         self,
         request: Incoming,
+        provider: str,
         dialect: ModuleType,
         model: str | None,
         body: Any,
@@ -240,6 +254,7 @@ class FakeApp:
                 time=self.clock.now(),
                 wall=self.clock.wall().isoformat(),
                 path=request.path,
+                provider=provider,
                 dialect=dialect.NAME,
                 model=model,
                 stream=bool(isinstance(body, dict) and body.get("stream")),
@@ -275,7 +290,8 @@ class FakeApp:
             return {"status": "ok", "calls": len(self.log)}
         if (method, action) == ("GET", "log"):
             first = {k: v[0] for k, v in query.items()}
-            return [asdict(c) for c in self.calls(first.get("model"), first.get("dialect"))]
+            calls = self.calls(first.get("model"), first.get("dialect"), first.get("provider"))
+            return [asdict(c) for c in calls]
         if (method, action) == ("GET", "faults"):
             return [_describe(f) for f in CATALOGUE]
         if method != "POST":
@@ -329,6 +345,16 @@ def _describe(fault: Fault) -> dict[str, Any]:
         "summary": fault.summary,
         "defaults": defaults,
     }
+
+
+def _endpoint(path: str) -> tuple[ModuleType | None, str]:
+    """The dialect whose endpoint `path` ends with, and the path before it: the provider's own
+    part of its base URL (`/eu/v1/messages` is not the provider of `/v1/messages`)."""
+    path = path.rstrip("/")
+    for endpoint in _ENDPOINTS:
+        if path.endswith(endpoint):
+            return ROUTES[endpoint], path[: -len(endpoint)]
+    return None, ""
 
 
 def _split_model(name: Any) -> tuple[str | None, str | None]:
@@ -392,8 +418,10 @@ class Controlled:
     def configure(self, **config: Any) -> None:
         self._on_app(lambda: self.app.configure(**config))
 
-    def calls(self, model: str | None = None, *, dialect: str | None = None) -> list[Call]:
-        return self._on_app(lambda: self.app.calls(model, dialect))
+    def calls(
+        self, model: str | None = None, *, dialect: str | None = None, provider: str | None = None
+    ) -> list[Call]:
+        return self._on_app(lambda: self.app.calls(model, dialect, provider))
 
     def reset(self) -> None:
         self._on_app(self.app.reset)

@@ -1,4 +1,4 @@
-"""The fake "model": a deterministic answer to a conversation, token counts and prompt caching.
+"""The fake "model": a deterministic answer to a conversation, and its token counts.
 
 Dialect-neutral: `anthropic.py` and `openai.py` read their request into a `Conversation` and
 write the `Answer` back in their wire format. The behaviour is chosen so that tests can see
@@ -14,19 +14,17 @@ what survived translation:
   "echo: he" answers "llo". A prefill that is not the start of the answer gets the whole
   answer. The `prefill_rejected` fault refuses such requests instead.
 
-Tokens are estimated at ~4 characters each. `PromptCache` remembers prompt prefixes the way
-each provider's cache does, so a repeated prompt reports cache reads.
+Tokens are estimated at ~4 characters each; `PromptUsage` is a prompt's tokens as a provider
+reports them, the cached ones from `simulations.fakes.cache`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
 import re
 import string
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -201,113 +199,3 @@ def split_text(text: str, size: int = 12) -> list[str]:
 
 def split_json(text: str, size: int = 16) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-class _Entries:
-    """Cached prefix digests with the time each expires; a set's `in`, `add` and `update`."""
-
-    def __init__(self, now: Callable[[], float] | None, ttl_s: float) -> None:
-        self._now, self._ttl = now, ttl_s
-        self._until: dict[bytes, float] = {}
-
-    def __len__(self) -> int:
-        return len(self._until)
-
-    def __contains__(self, digest: bytes) -> bool:
-        until = self._until.get(digest)
-        if until is None:
-            return False
-        if self._now is not None and until <= self._now():
-            del self._until[digest]
-            return False
-        self.add(digest)  # a read keeps the prefix warm
-        return True
-
-    def add(self, digest: bytes) -> None:
-        self._until[digest] = math.inf if self._now is None else self._now() + self._ttl
-
-    def update(self, digests: Iterable[bytes]) -> None:
-        for digest in digests:
-            self.add(digest)
-
-
-class PromptCache:
-    """Which prompt prefixes each provider has cached, per (dialect, model).
-
-    Anthropic caches the prefix up to a `cache_control` breakpoint and reads the longest
-    earlier-written prefix at a block boundary; OpenAI caches prompts of ≥1024 tokens
-    automatically, matching in 128-token steps. `hit_ratio` overrides both with a fixed share
-    of the prompt, for simulations that want a given hit rate.
-
-    A cached prefix lives `ttl_s` (five minutes, both providers' default) after it was last
-    written or read, on the injected clock: a primary that served nothing through an outage
-    writes its prompt again when it comes back (the re-warm), as the real ones do.
-    """
-
-    _MAX_ENTRIES = 200_000
-    TTL_S = 300.0
-
-    def __init__(
-        self, hit_ratio: float | None = None, now: Callable[[], float] | None = None
-    ) -> None:
-        self.hit_ratio = hit_ratio
-        self._now = now
-        self._seen: dict[tuple[str, str], _Entries] = {}
-
-    def clear(self) -> None:
-        self._seen.clear()
-
-    def _store(self, key: tuple[str, str]) -> _Entries:
-        if sum(map(len, self._seen.values())) > self._MAX_ENTRIES:
-            self._seen.clear()
-        entries = self._seen.get(key)
-        if entries is None:
-            entries = self._seen[key] = _Entries(self._now, self.TTL_S)
-        return entries
-
-    def anthropic(self, model: str, segments: list[tuple[str, bool]]) -> PromptUsage:
-        """`segments`: each block of tools, system, messages as text, and whether it is a
-        cache breakpoint."""
-        ends, digests, running = [], [], hashlib.sha256()
-        chars = 0
-        for text, _ in segments:
-            running.update(text.encode())
-            chars += len(text)
-            ends.append(chars)
-            digests.append(running.copy().digest())
-        total = tokens(chars)
-        if self.hit_ratio is not None:
-            return PromptUsage(total, int(total * self.hit_ratio))
-        breaks = [i for i, (_, bp) in enumerate(segments) if bp]
-        if not breaks:
-            return PromptUsage(total)
-        seen = self._store(("anthropic", model))
-        last = breaks[-1]
-        hit = next((i for i in range(last, -1, -1) if digests[i] in seen), None)
-        read_chars = ends[hit] if hit is not None else 0
-        write_chars = 0 if digests[last] in seen else ends[last] - read_chars
-        seen.update(digests[i] for i in breaks)
-        read = read_chars // CHARS_PER_TOKEN
-        write = write_chars // CHARS_PER_TOKEN
-        return PromptUsage(max(total, read + write), read, write)
-
-    def openai(self, model: str, prompt: str) -> PromptUsage:
-        total = tokens(len(prompt))
-        if self.hit_ratio is not None:
-            return PromptUsage(total, int(total * self.hit_ratio))
-        first, step = 1024 * CHARS_PER_TOKEN, 128 * CHARS_PER_TOKEN
-        if len(prompt) < first:
-            return PromptUsage(total)
-        seen = self._store(("openai", model))
-        running = hashlib.sha256(prompt[:first].encode())
-        cached, boundary = 0, first
-        while True:
-            digest = running.copy().digest()
-            if digest in seen:
-                cached = boundary // CHARS_PER_TOKEN
-            seen.add(digest)
-            if boundary + step > len(prompt):
-                break
-            running.update(prompt[boundary : boundary + step].encode())
-            boundary += step
-        return PromptUsage(total, cached)

@@ -14,11 +14,11 @@ import json
 from datetime import datetime
 from typing import Any
 
+from simulations.fakes.cache import PromptCache
 from simulations.fakes.faults import ErrorShape
 from simulations.fakes.model import (
     Answer,
     Conversation,
-    PromptCache,
     PromptUsage,
     Tool,
     split_json,
@@ -95,11 +95,13 @@ def _text_of(content: Any, joint: str = " ") -> str:
     return "" if content is None else str(content)
 
 
-def prompt_usage(body: dict[str, Any], model: str, cache: PromptCache) -> PromptUsage:
+def prompt_usage(
+    body: dict[str, Any], model: str, cache: PromptCache, provider: str
+) -> PromptUsage:
     # OpenAI caches the exact prompt prefix: tools first, then the messages in order.
     parts = [json.dumps(body.get("tools"), sort_keys=True)]
     parts += [json.dumps(m, sort_keys=True) for m in body.get("messages", [])]
-    return cache.openai(model, "".join(parts))
+    return cache.openai(provider, model, "".join(parts))
 
 
 # --- the answer --------------------------------------------------------------------------

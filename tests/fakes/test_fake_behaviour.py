@@ -1,5 +1,5 @@
-"""The fake model's answers, the request checks, usage and prompt caching, and the 200s that
-are not usable answers."""
+"""The fake model's answers, the request checks, and the 200s that are not usable answers
+(usage and prompt caching: test_fake_caches.py)."""
 
 from __future__ import annotations
 
@@ -184,50 +184,6 @@ async def test_anthropic_requires_the_version_header(backend):
 async def test_a_body_that_is_not_json_is_a_400_in_the_dialect(backend):
     response = await backend.client.post("/v1/messages", headers=AN_HEADERS, content=b"{nope")
     assert response.status_code == 400 and response.json()["type"] == "error"
-
-
-# --- usage and prompt caching ------------------------------------------------------------
-
-
-async def test_anthropic_reports_a_cache_write_then_a_cache_read_for_a_marked_prefix(backend):
-    system = [
-        {"type": "text", "text": "You are terse. " * 100, "cache_control": {"type": "ephemeral"}}
-    ]
-    first = (await backend.anthropic("one", system=system)).json()["usage"]
-    second = (await backend.anthropic("two", system=system)).json()["usage"]
-    assert first["cache_read_input_tokens"] == 0 and first["cache_creation_input_tokens"] > 300
-    assert second["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
-    assert second["cache_creation_input_tokens"] == 0
-    assert second["input_tokens"] < 20  # input_tokens excludes the cached tokens
-
-
-async def test_anthropic_caches_nothing_without_cache_control(backend):
-    system = "You are terse. " * 100
-    await backend.anthropic("one", system=system)
-    usage = (await backend.anthropic("one", system=system)).json()["usage"]
-    assert usage["cache_read_input_tokens"] == usage["cache_creation_input_tokens"] == 0
-
-
-async def test_openai_caches_long_prompts_in_128_token_steps(backend):
-    long = "x" * 4 * 1500  # ~1500 tokens
-    first = (await backend.openai(long)).json()["usage"]
-    second = (await backend.openai(long)).json()["usage"]
-    cached = second["prompt_tokens_details"]["cached_tokens"]
-    assert first["prompt_tokens_details"]["cached_tokens"] == 0
-    assert cached >= 1024 and (cached - 1024) % 128 == 0 and cached <= second["prompt_tokens"]
-
-
-async def test_openai_does_not_cache_short_prompts(backend):
-    await backend.openai("short")
-    assert (await backend.openai("short")).json()["usage"]["prompt_tokens_details"][
-        "cached_tokens"
-    ] == 0
-
-
-async def test_a_configured_hit_ratio_overrides_the_cache(backend):
-    backend.fake.configure(cache_hit_ratio=0.5)
-    usage = (await backend.openai("y" * 400)).json()["usage"]
-    assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] // 2
 
 
 # --- 200s that are not usable answers ----------------------------------------------------
