@@ -126,10 +126,12 @@ class ReportsConfig:
     day: str = "mon"  # mon … sun
     hour: int = 6  # UTC
     availability_target: float = 0.999
+    # Receivers of [alerting] (by name) that get the report's headline once it is written.
+    send_to: tuple[str, ...] = ()
 
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_REPORTS_KEYS = ("day", "hour", "availability_target")
+_REPORTS_KEYS = ("day", "hour", "availability_target", "send_to")
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,7 @@ def parse_config(
         routes=tuple(routes),
         key_envs={name: p.api_key_env for name, p in providers.items()},
     )
-    reports = _reports(data.get("reports", {}), fail)
+    reports = _reports(data.get("reports", {}), fail, {r.name for r in alerting.receivers})
     state = _state(data.get("state", {}), fail)
     gateway = _gateway(data.get("gateway", {}), fail)
     if "direct" in routes:
@@ -241,7 +243,7 @@ def parse_config(
     )
 
 
-def _reports(table: Any, fail: Any) -> ReportsConfig:
+def _reports(table: Any, fail: Any, receivers: set[str]) -> ReportsConfig:
     table = table_of(table, "reports", fail)
     no_unknown(table, _REPORTS_KEYS, "reports", fail)
     day = table.get("day", "mon")
@@ -253,7 +255,15 @@ def _reports(table: Any, fail: Any) -> ReportsConfig:
     target = table.get("availability_target", 0.999)
     if not isinstance(target, int | float) or isinstance(target, bool) or not 0 < target < 1:
         raise fail("reports.availability_target", "must be a share between 0 and 1, like 0.999")
-    return ReportsConfig(day, hour, float(target))
+    send_to = table.get("send_to", [])
+    if not isinstance(send_to, list) or not all(isinstance(n, str) for n in send_to):
+        raise fail("reports.send_to", 'must be a list of receiver names, like ["ops-slack"]')
+    unknown = sorted(set(send_to) - receivers)
+    if unknown:
+        known = ", ".join(sorted(receivers)) or "none is configured"
+        raise fail("reports.send_to", f"names no [[alerting.receivers]]: {', '.join(unknown)} "
+                   f"(receivers: {known})")  # fmt: skip
+    return ReportsConfig(day, hour, float(target), tuple(send_to))
 
 
 def _state(table: Any, fail: Any) -> StateConfig:

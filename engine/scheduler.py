@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from engine.alerts.rules import AlertingConfig
+from engine.alerts.rules import AlertingConfig, Receiver
 from engine.alerts.watch import Watch
 from engine.breaker_events import EVENTS_DIR, ingest_events
 from engine.config import ReportsConfig
@@ -334,8 +334,18 @@ def _chunks(since: datetime, until: datetime) -> list[tuple[datetime, datetime]]
     return pieces
 
 
-def weekly_report(paths: DataPaths, reports: ReportsConfig, now: datetime | None = None) -> Path:
-    """Last week's report under `paths.reports`, from the published snapshots."""
+def weekly_report(
+    paths: DataPaths,
+    reports: ReportsConfig,
+    now: datetime | None = None,
+    receivers: tuple[Receiver, ...] = (),
+    *,
+    background: bool = True,
+) -> Path:
+    """Last week's report under `paths.reports`, from the published snapshots; its headline
+    then goes to the `receivers` that [reports] send_to names, on a thread of its own unless
+    not `background` (the scheduler's one worker thread runs the cycles too, and a receiver
+    that is down is retried for a minute)."""
     now = now or datetime.now(UTC)
     from engine.reports import render
     from engine.reports.week import build_week, last_week
@@ -348,6 +358,17 @@ def weekly_report(paths: DataPaths, reports: ReportsConfig, now: datetime | None
         data.close()
     written = render.write(report, paths.reports)
     log.info("weekly report %s written to %s", report.week, written["html"].parent)
+    chosen = [r for r in receivers if r.name in reports.send_to]
+    if chosen:
+        from engine.reports import send
+        from engine.reports.headline import headline_text
+
+        title, *lines = headline_text(report)
+        if background:
+            threading.Thread(target=send.send, args=(chosen, title, lines, written),
+                             name="report-headline", daemon=True).start()  # fmt: skip
+        else:
+            send.send(chosen, title, lines, written)
     return written["html"]
 
 
@@ -391,7 +412,9 @@ def run_scheduler(
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     scheduler.add_job(pipeline.traffic_profile, "interval", seconds=PROFILE_CHECK_S,
                       id="traffic profile", next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
-    scheduler.add_job(weekly_report, "cron", args=(paths, reports), day_of_week=reports.day,
+    receivers = alerting.receivers if alerting is not None else ()
+    scheduler.add_job(weekly_report, "cron", args=(paths, reports, None, receivers),
+                      day_of_week=reports.day,
                       hour=reports.hour, id="weekly report", **jobs)  # fmt: skip
     log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)
     if pipeline.postgres is not None:

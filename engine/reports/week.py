@@ -7,6 +7,10 @@ with the dashboard to the cent), the incidents that overlap the week, the breake
 and alerts that happened in it, and the daily failure classes the scheduler publishes; plus the
 fault drills started in the week and the eval runs made in it (each target's latest pass rate),
 as the Readiness page shows them.
+
+A report knows how much of its week the data covers (`Coverage`): up to the data's time (a
+week not over is a week to date) and from the first hour the data holds (history that begins
+mid-week). Weeks are compared in total only when both are whole, else per day of data.
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ from decimal import Decimal
 
 import pandas as pd
 
-from engine.alerts.families import describe
-from engine.money import format_usd
+from engine.reports import events
+from engine.reports.headline import Headline, headline
+from engine.reports.summary import summarise
+from engine.store.publish import RECENT_ATTEMPTS, read_manifest
 from engine.store.read import PublishedData
 
 AVAILABILITY_TARGET = 0.999
-TOP_FAILURES = 5  # failure classes listed per provider
 NANO = Decimal("1e-9")  # the scale of the DECIMAL(18,9) money columns
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DAY_S = 86_400.0
+MIN_COMPARED = timedelta(days=1)  # less data than this in either week: not compared
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +41,41 @@ class RouteWeek:
     answered: int
     by_fallback: int
     request_faults: int
+    abandoned: int
     unavailable: int  # every provider failed or was skipped, or the budget ran out
-    availability: float | None  # answered ÷ (requests − request faults − abandoned)
-    budget_burned: float | None  # share of the error budget (1 − target) used
-    fallback_rate: float | None
+    broken: int  # streams that failed after their first content event
+    drill_failed: int  # requests of the route that failed in its drills (their reports)
     cost_usd: Decimal
+
+    @property
+    def counted(self) -> int:
+        """The requests availability counts: request faults and abandoned requests aside."""
+        return self.requests - self.request_faults - self.abandoned
+
+    @property
+    def failed(self) -> int:
+        """Requests no target answered: unavailable, or a stream that broke (with the answered
+        ones, the counted: tests/reports/test_report_invariants.py)."""
+        return self.unavailable + self.broken
+
+    @property
+    def availability(self) -> float | None:
+        """answered ÷ (requests − request faults − abandoned), drills included."""
+        return self.answered / self.counted if self.counted else None
+
+    @property
+    def scored(self) -> float | None:
+        """Availability with the failures a drill caused aside: what the target is met by."""
+        counted = self.counted - self.drill_failed
+        return self.answered / counted if counted > 0 else None
+
+    def burned(self, target: float) -> float | None:
+        """The share of the error budget (1 − target) the failures drills did not cause used."""
+        return None if self.scored is None else (1 - self.scored) / (1 - target)
+
+    @property
+    def fallback_rate(self) -> float | None:
+        return self.by_fallback / self.requests if self.requests else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +84,28 @@ class CostLine:
     cost_usd: Decimal
     previous_usd: Decimal
 
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The part of a week [week_start, week_end) the data covers: [start, until)."""
+
+    week_start: datetime
+    week_end: datetime
+    start: datetime
+    until: datetime
+
     @property
-    def change(self) -> float | None:
-        """Week over week, as a fraction; None when last week cost nothing."""
-        if not self.previous_usd:
-            return None
-        return float((self.cost_usd - self.previous_usd) / self.previous_usd)
+    def days(self) -> float:
+        return max(0.0, (self.until - self.start).total_seconds() / DAY_S)
+
+    @property
+    def whole(self) -> bool:
+        return self.start <= self.week_start and self.until >= self.week_end
+
+    @property
+    def over(self) -> bool:
+        """The week has ended (by the data's time): not a week to date."""
+        return self.until >= self.week_end
 
 
 @dataclass
@@ -60,6 +114,8 @@ class WeekReport:
     start: datetime
     end: datetime
     target: float
+    coverage: Coverage  # of this week
+    previous: Coverage | None  # of the week before; None when the data holds none of it
     routes: list[RouteWeek]
     total_cost: Decimal
     previous_cost: Decimal
@@ -69,19 +125,40 @@ class WeekReport:
     price_difference: Decimal
     rewarm: Decimal
     wasted: Decimal
-    incidents: pd.DataFrame
+    incidents: pd.DataFrame  # with `alerts`: the alerts fired about each ("" for none)
     failures: pd.DataFrame  # provider, error_class, fault_kind, http_status, attempts
     breaker_openings: pd.DataFrame  # target, openings
-    alerts: pd.DataFrame  # rule, severity, fired
+    alerts: pd.DataFrame  # every alert fired in the week, oldest first
+    account_faults: pd.DataFrame  # target, attempts: keys or accounts refused
     unpriced: pd.DataFrame  # target, attempts
     daily: pd.DataFrame  # day, route, requests, answered, counted, cost_usd (for charts)
     drills: pd.DataFrame  # those started in the week, oldest first, with their report's figures
     evals: pd.DataFrame  # per route and target: its latest eval run of the week (eval_scores)
-    summary: list[str] = field(default_factory=list)
+    primaries: dict[str, str]  # route → its primary target
+    summary: list[str] = field(default_factory=list)  # "what changed" (engine.reports.summary)
+    headline: Headline | None = None  # for a manager (engine.reports.headline)
 
     @property
     def unavailable(self) -> int:
         return sum(r.unavailable for r in self.routes)
+
+    @property
+    def extra_cost(self) -> Decimal:
+        """What fallbacks cost beyond the primaries: price difference + cache loss + re-warm."""
+        return self.fallback_premium + self.rewarm
+
+    def change(self, cost: Decimal, previous: Decimal) -> float | None:
+        """`cost` against `previous`, as a fraction: in total when both weeks are whole, per
+        day of data otherwise; None when the week before cost nothing or either week has less
+        than a day of data."""
+        if self.previous is None or not previous:
+            return None
+        if self.coverage.whole and self.previous.whole:
+            return float((cost - previous) / previous)
+        if min(self.coverage.days, self.previous.days) < MIN_COMPARED.total_seconds() / DAY_S:
+            return None
+        per_day = float(cost) / self.coverage.days
+        return per_day / (float(previous) / self.previous.days) - 1
 
 
 def week_bounds(week: str) -> tuple[datetime, datetime]:
@@ -101,55 +178,75 @@ def last_week(now: datetime) -> str:
     return f"{year}-W{number:02d}"
 
 
-def build_week(data: PublishedData, week: str, target: float = AVAILABILITY_TARGET) -> WeekReport:
+def data_time(data: PublishedData) -> datetime | None:
+    """The time the published data reaches: the last scheduler cycle that published the recent
+    attempts (the dashboard's "as of"), from the manifest; None before any."""
+    snapshots = read_manifest(data.published_dir)
+    published = snapshots.get(RECENT_ATTEMPTS) or snapshots.get("rollup_hour")
+    return None if published is None else published.written_at
+
+
+def build_week(
+    data: PublishedData,
+    week: str,
+    target: float = AVAILABILITY_TARGET,
+    *,
+    as_of: datetime | None = None,
+) -> WeekReport:
+    """The report of `week` as the data stands at `as_of` (default: the data's time, so that
+    every process that reads the same snapshots makes the same report)."""
     start, end = week_bounds(week)
+    before_start = start - timedelta(days=7)
+    as_of = as_of or data_time(data) or end
     hours = data.query("hour_rollups", since=start, until=end)
-    before = data.query("hour_rollups", since=start - timedelta(days=7), until=start)
-    routes = [_route(name, rows, target) for name, rows in hours.groupby("route")]
-    cost_by = {dim: _costs(hours, before, dim) for dim in ("route", "provider", "model")}
-    premium, cache_loss = _money(hours, "fallback_premium_usd"), _money(hours, "cache_loss_usd")
-    incidents = data.query("incidents", since=start, until=end)
-    # An incident covers [started_at, ended_at): one that ended as the week began (its last bad
-    # minute Sunday 23:59) has no minute in it and belongs to the week before only.
-    incidents = incidents[incidents["ended_at"].isna() | (incidents["ended_at"] > start)]
-    failures = data.query("failure_classes", since=start, until=end)
-    events = data.query("breaker_events", since=start, until=end)
-    alerts = data.query("alerts", since=start)
-    alerts = alerts[(alerts["fired_at"] >= start) & (alerts["fired_at"] < end)]
+    before = data.query("hour_rollups", since=before_start, until=start)
+    begins = _data_begins(data, before_start, pd.concat([before, hours]))
+    coverage = Coverage(start, end, max(start, begins), min(end, max(start, as_of)))
+    previous = (
+        Coverage(before_start, start, max(before_start, begins), start) if begins < start else None
+    )
     drills = data.query("drills", since=start, until=end)
     drills = drills[drills["started_at"] >= start]  # one begun the week before belongs to it
+    drills = drills.sort_values(["started_at", "drill_id"]).reset_index(drop=True)
+    routes = [_route(name, rows, drills) for name, rows in hours.groupby("route")]
+    premium, cache_loss = money(hours, "fallback_premium_usd"), money(hours, "cache_loss_usd")
+    alerts = events.fired(data.query("alerts", since=start), start, end)
+    incidents = events.overlapping(data.query("incidents", since=start, until=end), start)
     report = WeekReport(
         week=week,
         start=start,
         end=end,
         target=target,
+        coverage=coverage,
+        previous=previous,
         routes=sorted(routes, key=lambda r: r.route),
-        total_cost=_money(hours, "cost_usd"),
-        previous_cost=_money(before, "cost_usd"),
-        cost_by=cost_by,
+        total_cost=money(hours, "cost_usd"),
+        previous_cost=money(before, "cost_usd"),
+        cost_by={dim: _costs(hours, before, dim) for dim in ("route", "provider", "model")},
         fallback_premium=premium,
         cache_loss=cache_loss,
         price_difference=premium - cache_loss,
-        rewarm=_money(hours, "rewarm_usd"),
-        wasted=_money(hours, "wasted_usd"),
-        incidents=incidents.sort_values("started_at").reset_index(drop=True),
-        failures=_top_failures(failures),
-        breaker_openings=_openings(events),
-        alerts=_alert_counts(alerts),
+        rewarm=money(hours, "rewarm_usd"),
+        wasted=money(hours, "wasted_usd"),
+        incidents=events.with_alerts(incidents, alerts, coverage.until),
+        failures=events.top_failures(
+            data.query("failure_classes", since=start, until=end), incidents
+        ),
+        breaker_openings=events.openings(data.query("breaker_events", since=start, until=end)),
+        alerts=alerts,
+        account_faults=_account_faults(hours),
         unpriced=_unpriced(hours),
         daily=_daily(hours),
-        drills=drills.sort_values(["started_at", "drill_id"]).reset_index(drop=True),
+        drills=drills,
         evals=_latest_scores(data.query("eval_scores", since=start, until=end)),
+        primaries=_primaries(data.query("route_primaries")),
     )
-    report.summary = summarise(report, before)
+    report.summary = summarise(report)
+    report.headline = headline(report)
     return report
 
 
-def _int(frame: pd.DataFrame, column: str) -> int:
-    return int(frame[column].fillna(0).sum()) if len(frame) else 0
-
-
-def _money(frame: pd.DataFrame, column: str) -> Decimal:
+def money(frame: pd.DataFrame, column: str) -> Decimal:
     """Exact: PublishedData hands the rollups' DECIMAL(18,9) values over as float64 (DuckDB's
     DataFrame conversion), so each is rounded back to its nine decimals (exact for a row below
     $4 M) before the Decimals are added; Decimal(float) alone is off by its binary error."""
@@ -158,23 +255,34 @@ def _money(frame: pd.DataFrame, column: str) -> Decimal:
     return sum((Decimal(v).quantize(NANO) for v in frame[column].dropna()), Decimal(0))
 
 
-def _route(name: str, rows: pd.DataFrame, target: float) -> RouteWeek:
-    requests = _int(rows, "requests")
-    counted = requests - _int(rows, "request_faults") - _int(rows, "abandoned")
-    answered = _int(rows, "answered")
-    availability = answered / counted if counted else None
-    burned = None if availability is None else (1 - availability) / (1 - target)
+def _int(frame: pd.DataFrame, column: str) -> int:
+    return int(frame[column].fillna(0).sum()) if len(frame) else 0
+
+
+def _data_begins(data: PublishedData, since: datetime, rows: pd.DataFrame) -> datetime:
+    """The first hour the data holds at or after `since`: `since` itself when there is data
+    from before it (hours without traffic then are quiet, not missing); `since` + 14 days when
+    there is none at all."""
+    if len(data.query("hour_rollups", since=EPOCH, until=since + timedelta(hours=1))):
+        return since
+    if not len(rows):
+        return since + timedelta(days=14)
+    return rows["bucket"].min().to_pydatetime()
+
+
+def _route(name: str, rows: pd.DataFrame, drills: pd.DataFrame) -> RouteWeek:
+    mine = drills[drills["route"] == name] if len(drills) else drills
     return RouteWeek(
         route=name,
-        requests=requests,
-        answered=answered,
+        requests=_int(rows, "requests"),
+        answered=_int(rows, "answered"),
         by_fallback=_int(rows, "answered_by_fallback"),
         request_faults=_int(rows, "request_faults"),
+        abandoned=_int(rows, "abandoned"),
         unavailable=_int(rows, "unavailable"),
-        availability=availability,
-        budget_burned=burned,
-        fallback_rate=_int(rows, "answered_by_fallback") / requests if requests else None,
-        cost_usd=_money(rows, "cost_usd"),
+        broken=_int(rows, "broken_streams"),
+        drill_failed=_int(mine, "failed") if len(mine) else 0,
+        cost_usd=money(rows, "cost_usd"),
     )
 
 
@@ -183,39 +291,23 @@ def _costs(week: pd.DataFrame, before: pd.DataFrame, dimension: str) -> list[Cos
     lines = [
         CostLine(
             name,
-            _money(week[week[dimension] == name], "cost_usd"),
-            _money(before[before[dimension] == name], "cost_usd") if len(before) else Decimal(0),
+            money(week[week[dimension] == name], "cost_usd"),
+            money(before[before[dimension] == name], "cost_usd") if len(before) else Decimal(0),
         )
         for name in names
     ]
     return sorted(lines, key=lambda line: (-line.cost_usd, line.name))
 
 
-def _top_failures(failures: pd.DataFrame) -> pd.DataFrame:
-    columns = ["provider", "error_class", "fault_kind", "http_status", "attempts"]
-    if failures.empty:
-        return pd.DataFrame(columns=columns)
-    grouped = failures.groupby(columns[:4], dropna=False, as_index=False)["attempts"].sum()
-    grouped = grouped.sort_values(["provider", "attempts", "error_class"],
-                                  ascending=[True, False, True])  # fmt: skip
-    return grouped.groupby("provider").head(TOP_FAILURES).reset_index(drop=True)[columns]
-
-
-def _openings(events: pd.DataFrame) -> pd.DataFrame:
-    if events.empty:
-        return pd.DataFrame(columns=["target", "openings"])
-    opened = events[(events["from_status"] == "closed") & (events["to_status"] == "open")]
-    counts = opened.groupby("target").size().rename("openings").reset_index()
-    return counts.sort_values(["openings", "target"], ascending=[False, True]).reset_index(
-        drop=True
-    )
-
-
-def _alert_counts(alerts: pd.DataFrame) -> pd.DataFrame:
-    if alerts.empty:
-        return pd.DataFrame(columns=["rule", "severity", "fired"])
-    counts = alerts.groupby(["rule", "severity"]).size().rename("fired").reset_index()
-    return counts.sort_values(["fired", "rule"], ascending=[False, True]).reset_index(drop=True)
+def _account_faults(hours: pd.DataFrame) -> pd.DataFrame:
+    """Per target, the attempts its key or account was refused (a drill's invalid key is not
+    one: its attempts are `drill` faults)."""
+    if hours.empty:
+        return pd.DataFrame(columns=["target", "attempts"])
+    rows = hours.groupby("target", as_index=False)["account_faults"].sum()
+    rows = rows[rows["account_faults"] > 0].rename(columns={"account_faults": "attempts"})
+    rows["attempts"] = rows["attempts"].astype(int)
+    return rows.sort_values(["attempts", "target"], ascending=[False, True]).reset_index(drop=True)
 
 
 def _unpriced(hours: pd.DataFrame) -> pd.DataFrame:
@@ -223,6 +315,7 @@ def _unpriced(hours: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["target", "attempts"])
     rows = hours.groupby("target", as_index=False)["unpriced_attempts"].sum()
     rows = rows[rows["unpriced_attempts"] > 0].rename(columns={"unpriced_attempts": "attempts"})
+    rows["attempts"] = rows["attempts"].astype(int)
     return rows.sort_values("attempts", ascending=False).reset_index(drop=True)
 
 
@@ -248,87 +341,5 @@ def _latest_scores(scores: pd.DataFrame) -> pd.DataFrame:
     return newest.sort_values(["route", "target"]).reset_index(drop=True)
 
 
-def summarise(report: WeekReport, before: pd.DataFrame) -> list[str]:
-    """ "What changed", in sentences written from the numbers (no model involved)."""
-    lines = []
-    below = [
-        r for r in report.routes if r.availability is not None and r.availability < report.target
-    ]
-    if below:
-        worst = min(below, key=lambda r: r.availability or 0)
-        lines.append(
-            f"{len(below)} of {len(report.routes)} routes were below the {report.target:.1%} "
-            f"availability target; the worst, {worst.route}, answered {worst.availability:.2%} "
-            f"and burned {worst.budget_burned:.0%} of its error budget."
-        )
-    elif report.routes:
-        lines.append(f"Every route met the {report.target:.1%} availability target.")
-    if report.previous_cost:
-        change = float((report.total_cost - report.previous_cost) / report.previous_cost)
-        lines.append(
-            f"Spend was ${report.total_cost:,.2f}, {abs(change):.0%} "
-            f"{'more' if change >= 0 else 'less'} than the week before "
-            f"(${report.previous_cost:,.2f})."
-        )
-    else:
-        lines.append(f"Spend was ${report.total_cost:,.2f} (nothing the week before to compare).")
-    if len(report.incidents):
-        biggest = report.incidents.sort_values("requests_affected", ascending=False).iloc[0]
-        lines.append(
-            f"{len(report.incidents)} incident(s); the largest, "
-            f"{describe(biggest['subject'], biggest.get('family'))} from "
-            f"{biggest['started_at']:%a %H:%M} UTC, affected {int(biggest['requests_affected']):,} "
-            f"requests and cost {format_usd(Decimal(biggest['extra_cost_usd']))} extra."
-        )
-    else:
-        lines.append("No incident.")
-    extra = report.fallback_premium + report.rewarm
-    lines.append(
-        f"Fallbacks cost {format_usd(extra)} beyond what the primaries "
-        f"would have charged (of which ${report.cache_loss:,.2f} lost prompt caching); "
-        f"${report.wasted:,.2f} was paid for answers nobody got."
-    )
-    if report.unavailable:
-        lines.append(f"{report.unavailable:,} requests failed with every provider unavailable.")
-    lines += _readiness_lines(report)
-    if len(report.unpriced):
-        lines.append(
-            "Models without a known price (not in the spend): "
-            + ", ".join(report.unpriced["target"])
-        )
-    return lines
-
-
-def _readiness_lines(report: WeekReport) -> list[str]:
-    """What the week's drills and evals found: the drills that did not pass, the targets below
-    their route's minimum pass rate."""
-    lines = []
-    drills = report.drills
-    if len(drills):
-        verdicts = drills["verdict"].fillna("no report yet")
-        passed = int((verdicts == "passed").sum())
-        line = f"{len(drills)} drill(s), {passed} passed"
-        others = drills[verdicts != "passed"]
-        if len(others):
-            line += "; " + "; ".join(
-                f"{d.target} on {d.route} from {d.started_at:%a %H:%M} UTC: {_why(d)}"
-                for d in others.itertuples()
-            )
-        lines.append(line + ".")
-    below = report.evals[report.evals["below_minimum"]] if len(report.evals) else report.evals
-    for row in below.itertuples():
-        lines.append(
-            f"{row.target} passed {row.pass_rate:.0%} of {row.route}'s eval cases "
-            f"({row.passed}/{row.cases}), below the route's {row.min_pass_rate:.0%} minimum."
-        )
-    if len(report.evals) and not len(below):
-        lines.append("Every target evaluated met its route's minimum pass rate.")
-    return lines
-
-
-def _why(drill: object) -> str:
-    """A drill that did not pass, in a few words: its summary, else its verdict or status."""
-    for text in (getattr(drill, "summary", None), getattr(drill, "verdict", None)):
-        if isinstance(text, str) and text:
-            return text
-    return str(getattr(drill, "status", ""))
+def _primaries(frame: pd.DataFrame) -> dict[str, str]:
+    return {row.route: row.target for row in frame.itertuples() if isinstance(row.target, str)}

@@ -91,10 +91,11 @@ def test_the_drills_and_evals_section_is_in_every_format(paths, tmp_path):
     markdown = (folder / f"reliability-{WEEK}.md").read_text()
     assert "## Drills and evals\n\n### Drills started in the week" in markdown
     drill = (
-        "| Tue 2026-11-17 14:20 | support | claude/claude-sonnet-4-5 | 5 min | reported "
-        "| failed | 30 | 29 | 1 |  | -$0.0025 | not seen |  | the target never recovered |"
+        "| Tue 17 Nov 14:20 | support | claude/claude-sonnet-4-5 | 5 min | reported "
+        "| failed | 30 | 29 | 1 | never | saved $0.0025 | not seen | — | the target never "
+        "recovered |"
     )
-    run = "| support | gpt/gpt-4.1-mini | Tue 2026-11-17 14:20 | cases.toml | 1 | 1 | 100.0% |"
+    run = "| support | gpt/gpt-4.1-mini | Tue 17 Nov 14:20 | cases.toml | 1 | 1 | 100.0% |"
     assert drill in markdown and run in markdown
     page = (folder / f"reliability-{WEEK}.html").read_text()
     assert "<h2>Drills and evals</h2>" in page and "the target never recovered" in page
@@ -108,7 +109,7 @@ def test_the_drills_and_evals_section_is_in_every_format(paths, tmp_path):
         {"pass rate": 1.0, "below minimum": False}
     ]
     assert (
-        "1 drill(s), 0 passed; claude/claude-sonnet-4-5 on support from Tue 14:20 UTC: "
+        "1 drill, 0 passed; claude/claude-sonnet-4-5 on support from Tue 17 Nov 14:20: "
         "the target never recovered." in markdown
     )
 

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pandas as pd
 import pytest
+from alerts.harness import START, World
 
 from engine.pricing import Pricer
-from tests.alerts.harness import START, World
 
 NANO = Decimal("1e-9")
 GROQ_MODEL = "llama-3.3-70b-versatile"

@@ -1,0 +1,66 @@
+"""Dates and durations as the weekly report writes them: a week reads as its seven days
+("Mon 23 – Sun 29 Nov 2026"), never as two Mondays; a moment as its weekday, day and time in
+UTC ("Wed 25 Nov 13:01"); a duration in the largest units that keep it exact enough ("30 s",
+"5 min", "3 h 10 min", "2 d 4 h"), so that a 30-second drill never reads "0 min".
+
+Pure functions of their arguments: no clock, no time zone but UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+__all__ = ["day_span", "duration", "moment", "week_days"]
+
+
+def day_span(first: date, last: date) -> str:
+    """Two days, inclusive, naming each month and year once: "Mon 23 – Sun 29 Nov 2026",
+    "Mon 30 Nov – Sun 6 Dec 2026", "Mon 28 Dec 2026 – Sun 3 Jan 2027"; one day alone when they
+    are the same."""
+    end = f"{last:%a} {last.day} {last:%b %Y}"
+    if first == last:
+        return end
+    if (first.year, first.month) == (last.year, last.month):
+        start = f"{first:%a} {first.day}"
+    elif first.year == last.year:
+        start = f"{first:%a} {first.day} {first:%b}"
+    else:
+        start = f"{first:%a} {first.day} {first:%b %Y}"
+    return f"{start} – {end}"
+
+
+def week_days(start: datetime, end: datetime) -> str:
+    """The days of [start, end): a week from Monday 00:00 to the next reads Monday to Sunday."""
+    last = end - timedelta(microseconds=1)
+    return day_span(_utc(start).date(), _utc(last).date())
+
+
+def moment(at: datetime) -> str:
+    """ "Wed 25 Nov 13:01": the weekday, day, month and minute, in UTC (the report's zone)."""
+    at = _utc(at)
+    return f"{at:%a} {at.day} {at:%b %H:%M}"
+
+
+def duration(seconds: float) -> str:
+    """A span of time for people: tenths of a second under ten seconds ("0.4 s"), seconds under
+    a minute ("30 s"), minutes under an hour ("5 min"), then hours and minutes ("3 h 10 min")
+    and, from a day, days and hours ("2 d 4 h")."""
+    if seconds < 0:
+        raise ValueError(f"a duration is not negative: {seconds}")
+    if round(seconds, 1) < 10:
+        tenths = round(seconds, 1)
+        return f"{tenths:.0f} s" if tenths == int(tenths) else f"{tenths:.1f} s"
+    if round(seconds) < 60:
+        return f"{round(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _utc(at: datetime) -> datetime:
+    return at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
