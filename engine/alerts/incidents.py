@@ -16,6 +16,10 @@ are two incidents, each with its own routes and top error. From the minute rollu
     Minutes with no traffic at all (no attempt at the target, no request on its routes) do not
     count towards that, up to QUIET: an outage through a lull stays one incident, two bursts
     an hour apart are two;
+  - nor does a stretch that does not show the target recovered, up to QUIET: it answered fewer
+    than RECOVERED_AFTER attempts, or failed any in the family's way (below `fault_rate` too).
+    At a few requests a minute, a target failing one request in three leaves minutes without
+    a fault, and its outage is one incident, not one per lucky stretch;
   - a window with fewer than `min_faults` faults and held requests is noise.
 
 A window ends `settle` after its last fault, or at the end of the last minute its routes were
@@ -40,6 +44,9 @@ from engine.alerts.families import BY_NAME, FAMILIES
 MINUTE = timedelta(minutes=1)
 # A stretch with no traffic to the target this long or longer ends its incident all the same.
 QUIET = timedelta(minutes=15)
+# Answered attempts of the target, and no fault of the family, between two windows: it
+# recovered in between.
+RECOVERED_AFTER = 10
 RECOVERY = incident_impact.RECOVERY
 SCOPE = "target"
 # An incident that ended this long ago is settled: later refreshes keep its row as it is
@@ -174,20 +181,33 @@ def _windows(
     return found
 
 
-# The minutes of each gap in which the target had traffic: an attempt, or a request of a route
-# whose primary it is. Gaps are short (under QUIET): expanded into minutes, equality joins.
-_ACTIVE_IN_GAPS = """
-WITH minutes AS (
-    SELECT id, target, unnest(generate_series(lo, hi - INTERVAL 1 MINUTE, INTERVAL 1 MINUTE))
-        AS bucket
-    FROM gaps
-)
-SELECT m.id, count(DISTINCT m.bucket)
-FROM minutes m JOIN rollup_minute r USING (bucket)
-LEFT JOIN route_primaries p ON p.route = r.route
-WHERE (r.target = m.target AND r.attempts > 0) OR (p.target = m.target AND r.requests > 0)
-GROUP BY m.id
-"""
+# The minutes of each gap in which the target had traffic (an attempt, or a request of a route
+# whose primary it is), the attempts it answered and its faults of each family. Gaps are short
+# (under QUIET): expanded into minutes, equality joins.
+def _active_in_gaps() -> str:
+    faults = ", ".join(
+        f"coalesce(sum(r.{f.rollup_sum.replace(' + ', ' + r.')}) FILTER (r.target = m.target), 0)"
+        f" AS {f.name}"
+        for f in FAMILIES
+    )
+    return f"""
+        WITH minutes AS (
+            SELECT id, target,
+                unnest(generate_series(lo, hi - INTERVAL 1 MINUTE, INTERVAL 1 MINUTE)) AS bucket
+            FROM gaps
+        )
+        SELECT m.id, count(DISTINCT m.bucket) AS active,
+            coalesce(sum(r.attempts - r.failed_attempts) FILTER (r.target = m.target), 0)
+                AS answered,
+            {faults}
+        FROM minutes m JOIN rollup_minute r USING (bucket)
+        LEFT JOIN route_primaries p ON p.route = r.route
+        WHERE (r.target = m.target AND r.attempts > 0) OR (p.target = m.target AND r.requests > 0)
+        GROUP BY m.id
+    """
+
+
+_ACTIVE_IN_GAPS = _active_in_gaps()
 _GAPS = pa.schema([
     ("id", pa.int64()), ("target", pa.string()),
     ("lo", pa.timestamp("us", tz="UTC")), ("hi", pa.timestamp("us", tz="UTC")),
@@ -198,7 +218,8 @@ def _across_quiet(
     con: duckdb.DuckDBPyConnection, windows: list[Window], policy: IncidentPolicy
 ) -> list[Window]:
     """Merge each window of a target and family into the one before it when what lies between
-    is mostly quiet: fewer than `settle` of its minutes had any traffic."""
+    is mostly quiet (fewer than `settle` of its minutes had any traffic) or shows no recovery
+    (fewer than RECOVERED_AFTER attempts answered, or any fault of the family)."""
     ordered = sorted(windows, key=lambda w: (w.target, w.family, w.start))
     pairs = [
         (i, before, after)
@@ -211,10 +232,16 @@ def _across_quiet(
     gaps = [{"id": i, "target": b.target, "lo": b.evidence_end, "hi": a.start} for i, b, a in pairs]
     con.register("gaps", pa.Table.from_pylist(gaps, schema=_GAPS))
     try:
-        active = dict(con.execute(_ACTIVE_IN_GAPS).fetchall())
+        between = {row[0]: row[1:] for row in con.execute(_ACTIVE_IN_GAPS).fetchall()}
     finally:
         con.unregister("gaps")
-    quiet = {i for i, _, _ in pairs if active.get(i, 0) * MINUTE < policy.settle}
+    families = [f.name for f in FAMILIES]
+    quiet = set()
+    for i, before, _ in pairs:
+        active, answered, *faults = between.get(i, (0, 0, *(0 for _ in families)))
+        recovered = answered >= RECOVERED_AFTER and not faults[families.index(before.family)]
+        if active * MINUTE < policy.settle or not recovered:
+            quiet.add(i)
     merged: list[Window] = []
     for i, window in enumerate(ordered):
         if i - 1 in quiet:  # continues the window before it

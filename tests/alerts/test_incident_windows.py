@@ -24,8 +24,11 @@ def _m(minute: float) -> datetime:
 @pytest.fixture
 def con(tmp_path):
     con = open_store(tmp_path / "s.duckdb")
-    con.execute("INSERT INTO route_primaries VALUES ('support', 'claude/m', 'anthropic', 'm', $t)",
-                {"t": T0})  # fmt: skip
+    con.execute(
+        "INSERT INTO route_primaries VALUES "
+        "('support', 'claude/m', 'anthropic', 'm', $t, 'claude')",
+        {"t": T0},
+    )
     yield con
     con.close()
 
@@ -192,3 +195,23 @@ def test_quiet_counts_only_so_long_and_traffic_that_went_well_ends_it(con):
     for minute in (55, 56):
         _bad(con, minute)
     assert [w.start for w in detect(con, LATER)] == [_m(0), _m(30), _m(50), _m(55)]
+
+
+def test_a_target_failing_one_request_in_three_at_low_traffic_is_one_incident(con):
+    """Two attempts a minute for an hour, one failing every third minute: between faults the
+    target answers too few requests to show it recovered, so the outage is one incident (each
+    fault alone would be noise, fewer than min_faults)."""
+    for minute in range(60):
+        if minute % 3 == 0:
+            _bad(con, minute, faults=1, attempts=2)
+        else:
+            rollup(con, _m(minute), attempts=2, requests=2, answered=2)
+    assert [(w.start, w.last_fault) for w in detect(con, LATER)] == [(_m(0), _m(57))]
+
+
+def test_ten_answers_between_faults_show_the_target_recovered(con):
+    _bad(con, 0, faults=3, attempts=3)
+    for minute in range(1, 6):  # five minutes of two answers each
+        rollup(con, _m(minute), attempts=2, requests=2, answered=2)
+    _bad(con, 6, faults=3, attempts=3)
+    assert [w.start for w in detect(con, LATER)] == [_m(0), _m(6)]

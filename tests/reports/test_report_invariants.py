@@ -30,8 +30,9 @@ from engine.reports.summary import fallback_cost
 from engine.reports.tables import tables
 from engine.reports.week import WeekReport, build_week
 from engine.store.read import PublishedData
+from simulations.history import PAST_INCIDENTS
 
-from .fortnight import WEEKS
+from .fortnight import DAYS, END, WEEKS
 
 pytestmark = pytest.mark.timeout(600)  # the fortnight takes a minute and a half to build
 
@@ -297,3 +298,28 @@ def test_a_drill_shorter_than_a_minute_reads_in_seconds(fortnight_reports, fortn
     assert re.fullmatch(r"\d+(\.\d)? s", drill["duration"]), drill["duration"]
     assert drill["failed"] >= 1, "the fortnight's drill made a request fail"
     assert "its drills failed" in report.headline.availability
+
+
+# --- incidents as they happened ---------------------------------------------------------------
+
+
+FLAPPING = next(i for i in PAST_INCIDENTS if "rate=" in i.fault)  # 529 to 30 %, for 2 hours
+OUTAGE_DAY = (END - timedelta(days=DAYS)).replace(hour=0, minute=0) + timedelta(days=FLAPPING.day)
+
+
+def test_the_demos_two_hour_outage_failing_a_third_of_requests_is_one_incident(fortnight):
+    """Sonnet answers 529 to 30 % of requests for two hours, at a few requests a minute.
+    Between its faults it answers too few to have recovered: one incident, not a dozen."""
+    with duckdb.connect(str(fortnight.paths.database), read_only=True) as con:
+        rows = con.execute(
+            "SELECT started_at, ended_at FROM incidents WHERE subject = $s "
+            "AND started_at >= $lo AND started_at < $hi ORDER BY started_at",
+            {
+                "s": "claude/claude-sonnet-4-5",
+                "lo": OUTAGE_DAY,
+                "hi": OUTAGE_DAY + timedelta(days=1),
+            },
+        ).fetchall()
+    [(started, ended)] = rows
+    assert abs(started - (OUTAGE_DAY + timedelta(hours=FLAPPING.hour))) <= timedelta(minutes=10)
+    assert ended - started >= timedelta(minutes=FLAPPING.minutes - 20), "not a fragment of it"
