@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Path of each page, and how many charts it draws once it has data.
@@ -40,6 +47,37 @@ class Shot:
     charts: list[bool]  # per chart: whether it drew any point
     exceptions: list[str]  # the text of any Streamlit exception box
     navigation: list[str]  # the sidebar's page links, as a person reads them
+
+
+@contextlib.contextmanager
+def serving(root: Path, env: dict[str, str] | None = None, timeout_s: float = 60) -> Iterator[str]:
+    """`switchover dashboard` on the data folder `root`, as a process of its own on a free
+    port; its URL once it answers its health check, until the block ends."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "dashboard", "--port", str(port),
+         "--data-dir", str(root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/_stcore/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError(f"the dashboard did not start: {process.communicate()[1][-2000:]}")
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @contextlib.contextmanager

@@ -16,10 +16,11 @@ are two incidents, each with its own routes and top error. From the minute rollu
     Minutes with no traffic at all (no attempt at the target, no request on its routes) do not
     count towards that, up to QUIET: an outage through a lull stays one incident, two bursts
     an hour apart are two;
-  - nor does a stretch that does not show the target recovered, up to QUIET: it answered fewer
-    than RECOVERED_AFTER attempts, or failed any in the family's way (below `fault_rate` too).
-    At a few requests a minute, a target failing one request in three leaves minutes without
-    a fault, and its outage is one incident, not one per lucky stretch;
+  - nor does a stretch that does not show the target recovered, up to QUIET: it failed any
+    attempt in the family's way (below `fault_rate` too), or answered fewer in a row than a
+    target still failing at the window's rate would by chance once in a thousand
+    (`answers_to_recover`). At a few requests a minute, a target failing one request in three
+    leaves minutes without a fault, and its outage is one incident, not one per lucky stretch;
   - a window with fewer than `min_faults` faults and held requests is noise.
 
 A window ends `settle` after its last fault, or at the end of the last minute its routes were
@@ -29,6 +30,7 @@ each window are computed by engine.alerts.incident_impact.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -45,8 +47,10 @@ MINUTE = timedelta(minutes=1)
 # A stretch with no traffic to the target this long or longer ends its incident all the same.
 QUIET = timedelta(minutes=15)
 # Answered attempts of the target, and no fault of the family, between two windows: it
-# recovered in between.
+# recovered in between. At least this many, more after a window that failed a small share
+# (answers_to_recover): the chance that a target still failing answers them all is CHANCE.
 RECOVERED_AFTER = 10
+CHANCE = 0.001
 RECOVERY = incident_impact.RECOVERY
 SCOPE = "target"
 # An incident that ended this long ago is settled: later refreshes keep its row as it is
@@ -184,12 +188,15 @@ def _windows(
 # The minutes of each gap in which the target had traffic (an attempt, or a request of a route
 # whose primary it is), the attempts it answered and its faults of each family. Gaps are short
 # (under QUIET): expanded into minutes, equality joins.
-def _active_in_gaps() -> str:
-    faults = ", ".join(
-        f"coalesce(sum(r.{f.rollup_sum.replace(' + ', ' + r.')}) FILTER (r.target = m.target), 0)"
-        f" AS {f.name}"
+def _family_sums(only: str) -> str:
+    return ", ".join(
+        f"coalesce(sum(r.{f.rollup_sum.replace(' + ', ' + r.')}) FILTER ({only}), 0) AS {f.name}"
         for f in FAMILIES
     )
+
+
+def _active_in_gaps() -> str:
+    faults = _family_sums("r.target = m.target")
     return f"""
         WITH minutes AS (
             SELECT id, target,
@@ -208,10 +215,28 @@ def _active_in_gaps() -> str:
 
 
 _ACTIVE_IN_GAPS = _active_in_gaps()
+# The attempts of the window before each gap and its faults of each family: how often it
+# failed, so how long a run of answers shows it recovered.
+_WINDOW_FAULTS = f"""
+    SELECT g.id, sum(r.attempts)::BIGINT AS attempts, {_family_sums("true")}
+    FROM gaps g JOIN rollup_minute r
+        ON r.target = g.target AND r.bucket >= g.w_lo AND r.bucket < g.lo
+    GROUP BY g.id
+"""
 _GAPS = pa.schema([
-    ("id", pa.int64()), ("target", pa.string()),
+    ("id", pa.int64()), ("target", pa.string()), ("w_lo", pa.timestamp("us", tz="UTC")),
     ("lo", pa.timestamp("us", tz="UTC")), ("hi", pa.timestamp("us", tz="UTC")),
 ])  # fmt: skip
+
+
+def answers_to_recover(attempts: int, faults: int) -> int:
+    """Answers in a row that show a target recovered from a window in which it failed `faults`
+    of `attempts`: so many that, still failing at that rate, it would answer them all by
+    chance less than once in 1/CHANCE (a target failing one request in three: 18)."""
+    share = faults / attempts if attempts else 1.0
+    if share >= 1:
+        return RECOVERED_AFTER
+    return max(RECOVERED_AFTER, math.ceil(math.log(CHANCE) / math.log(1 - share)))
 
 
 def _across_quiet(
@@ -219,7 +244,7 @@ def _across_quiet(
 ) -> list[Window]:
     """Merge each window of a target and family into the one before it when what lies between
     is mostly quiet (fewer than `settle` of its minutes had any traffic) or shows no recovery
-    (fewer than RECOVERED_AFTER attempts answered, or any fault of the family)."""
+    (too few attempts answered, `answers_to_recover`, or any fault of the family)."""
     ordered = sorted(windows, key=lambda w: (w.target, w.family, w.start))
     pairs = [
         (i, before, after)
@@ -229,17 +254,23 @@ def _across_quiet(
     ]
     if not pairs:
         return windows
-    gaps = [{"id": i, "target": b.target, "lo": b.evidence_end, "hi": a.start} for i, b, a in pairs]
+    gaps = [{"id": i, "target": b.target, "w_lo": b.start, "lo": b.evidence_end, "hi": a.start}
+            for i, b, a in pairs]  # fmt: skip
     con.register("gaps", pa.Table.from_pylist(gaps, schema=_GAPS))
     try:
         between = {row[0]: row[1:] for row in con.execute(_ACTIVE_IN_GAPS).fetchall()}
+        failed = {row[0]: row[1:] for row in con.execute(_WINDOW_FAULTS).fetchall()}
     finally:
         con.unregister("gaps")
     families = [f.name for f in FAMILIES]
+    none = (0, *(0 for _ in families))
     quiet = set()
     for i, before, _ in pairs:
-        active, answered, *faults = between.get(i, (0, 0, *(0 for _ in families)))
-        recovered = answered >= RECOVERED_AFTER and not faults[families.index(before.family)]
+        family = 1 + families.index(before.family)
+        active, answered, *faults = between.get(i, (0, *none))
+        window = failed.get(i, none)
+        needed = answers_to_recover(window[0], window[family])
+        recovered = answered >= needed and not faults[family - 1]
         if active * MINUTE < policy.settle or not recovered:
             quiet.add(i)
     merged: list[Window] = []

@@ -215,3 +215,16 @@ def test_ten_answers_between_faults_show_the_target_recovered(con):
         rollup(con, _m(minute), attempts=2, requests=2, answered=2)
     _bad(con, 6, faults=3, attempts=3)
     assert [w.start for w in detect(con, LATER)] == [_m(0), _m(6)]
+
+
+@pytest.mark.parametrize(("answers", "windows"), [(12, 1), (20, 2)])
+def test_after_failing_three_in_ten_it_takes_eighteen_answers_to_have_recovered(
+    con, answers, windows
+):
+    for minute in range(10):
+        _bad(con, minute, faults=3, attempts=10)
+    healthy = range(10, 10 + answers // 4)
+    for minute in healthy:
+        rollup(con, _m(minute), attempts=4, requests=4, answered=4)
+    _bad(con, healthy[-1] + 1, faults=3, attempts=10)
+    assert len(detect(con, LATER)) == windows

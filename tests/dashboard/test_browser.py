@@ -7,17 +7,12 @@ missing browser fails."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
 
-from dashboard.screenshots import CHROMIUM, PAGES, browser, capture
+from dashboard.screenshots import CHROMIUM, PAGES, browser, capture, serving
 
 from .recorded import recorded
 
@@ -28,12 +23,6 @@ if not Path(CHROMIUM).exists():
     if os.environ.get("CI"):
         pytest.fail("Chromium is missing in CI: .ci/run must install Debian's chromium")
     pytest.skip("no Chromium on this machine (apt-get install chromium)", allow_module_level=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +44,8 @@ def recorded_dashboard(tmp_path_factory):
 
 def _serve(root: Path, env: dict[str, str] | None = None):
     """`switchover dashboard` on the data folder `root`, until the fixture's end."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "dashboard", "--port", str(port),
-         "--data-dir", str(root)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/_stcore/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(f"the dashboard did not start: {process.communicate()[1][-2000:]}")
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(root, env) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

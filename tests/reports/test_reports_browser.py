@@ -9,18 +9,15 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 from PIL import Image
 
-from dashboard.screenshots import _CHARTS_WITH_DATA, CHROMIUM, browser
+from dashboard.screenshots import _CHARTS_WITH_DATA, CHROMIUM, browser, serving
 from engine.reports.charts import colour_of
 
 from .weeks import WEEK
@@ -39,28 +36,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def dashboard(week):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "dashboard", "--port", str(port),
-         "--data-dir", str(week.paths.root)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/_stcore/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(f"the dashboard did not start: {process.communicate()[1][-2000:]}")
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(week.paths.root) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
