@@ -21,7 +21,8 @@ are two incidents, each with its own routes and top error. From the minute rollu
     target still failing at the window's rate would by chance once in a thousand
     (`answers_to_recover`). At a few requests a minute, a target failing one request in three
     leaves minutes without a fault, and its outage is one incident, not one per lucky stretch;
-  - a window with fewer than `min_faults` faults and held requests is noise.
+  - a window with fewer than `min_faults` faults and held requests is noise (and continues
+    another for want of recovery only if that one is no noise: two blips are not an incident).
 
 A window ends `settle` after its last fault, or at the end of the last minute its routes were
 still kept from the target, whichever is later; until then it is ongoing. The impact and cost of
@@ -244,7 +245,8 @@ def _across_quiet(
 ) -> list[Window]:
     """Merge each window of a target and family into the one before it when what lies between
     is mostly quiet (fewer than `settle` of its minutes had any traffic) or shows no recovery
-    (too few attempts answered, `answers_to_recover`, or any fault of the family)."""
+    (too few attempts answered, `answers_to_recover`, or any fault of the family) and one of
+    the two is an incident on its own (`min_faults`): two blips never add up to one."""
     ordered = sorted(windows, key=lambda w: (w.target, w.family, w.start))
     pairs = [
         (i, before, after)
@@ -264,18 +266,21 @@ def _across_quiet(
         con.unregister("gaps")
     families = [f.name for f in FAMILIES]
     none = (0, *(0 for _ in families))
-    quiet = set()
+    quiet, unrecovered = set(), set()
     for i, before, _ in pairs:
         family = 1 + families.index(before.family)
         active, answered, *faults = between.get(i, (0, *none))
         window = failed.get(i, none)
         needed = answers_to_recover(window[0], window[family])
         recovered = answered >= needed and not faults[family - 1]
-        if active * MINUTE < policy.settle or not recovered:
+        if active * MINUTE < policy.settle:
             quiet.add(i)
+        elif not recovered:
+            unrecovered.add(i)
     merged: list[Window] = []
     for i, window in enumerate(ordered):
-        if i - 1 in quiet:  # continues the window before it
+        real = bool(merged) and policy.min_faults <= max(merged[-1].evidence, window.evidence)
+        if i - 1 in quiet or (i - 1 in unrecovered and real):  # continues the one before it
             into = merged[-1]
             into.last_fault = max(into.last_fault, window.last_fault)
             into.held_until = max(into.held_until, window.held_until)

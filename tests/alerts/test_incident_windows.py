@@ -198,15 +198,26 @@ def test_quiet_counts_only_so_long_and_traffic_that_went_well_ends_it(con):
 
 
 def test_a_target_failing_one_request_in_three_at_low_traffic_is_one_incident(con):
-    """Two attempts a minute for an hour, one failing every third minute: between faults the
-    target answers too few requests to show it recovered, so the outage is one incident (each
-    fault alone would be noise, fewer than min_faults)."""
+    """A few attempts a minute for an hour, failing in bursts every third minute, now and
+    then a lone fault: between them the target answers too few requests to show it
+    recovered, so the outage is one incident."""
     for minute in range(60):
-        if minute % 3 == 0:
-            _bad(con, minute, faults=1, attempts=2)
+        if minute % 9 == 0:
+            _bad(con, minute, faults=3, attempts=6)
+        elif minute % 3 == 0:
+            _bad(con, minute, faults=1, attempts=3)  # noise alone
         else:
             rollup(con, _m(minute), attempts=2, requests=2, answered=2)
     assert [(w.start, w.last_fault) for w in detect(con, LATER)] == [(_m(0), _m(57))]
+
+
+def test_two_lone_faults_at_low_traffic_are_no_incident(con):
+    for minute in range(20):
+        if minute in (3, 14):
+            _bad(con, minute, faults=2, attempts=2)  # two timeouts now and then: noise alone
+        else:
+            rollup(con, _m(minute), attempts=1, requests=1, answered=1)
+    assert detect(con, LATER) == []
 
 
 def test_ten_answers_between_faults_show_the_target_recovered(con):
