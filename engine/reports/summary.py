@@ -6,10 +6,9 @@ re-warm in one precision that adds up as shown, wasted spend, what drills and ev
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from engine.money import format_parts, format_usd
+from engine.money import format_parts, format_usd, read_usd
 from engine.reports.dates import moment
 from engine.reports.headline import plural
 
@@ -89,7 +88,7 @@ def fallback_cost(report: WeekReport) -> str:
     parts as price difference (a saving when the backups are cheaper), cache loss and
     re-warm: the amounts as shown add up to the whole as shown."""
     total, parts = fallback_parts(report)
-    whole = _signed(total)
+    whole = read_usd(total)
     if whole < 0:
         lead = f"Fallbacks saved {total[1:]} against what the primaries would have charged"
     elif whole > 0:
@@ -97,15 +96,10 @@ def fallback_cost(report: WeekReport) -> str:
     else:
         lead = f"Fallbacks cost no more than the primaries would have charged ({total})"
     price, cache, rewarm = parts["price difference"], parts["cache loss"], parts["re-warm"]
-    priced = (f"the backups' lower prices saved {price[1:]}" if _signed(price) < 0
+    priced = (f"the backups' lower prices saved {price[1:]}" if read_usd(price) < 0
               else f"the backups' prices cost {price} more")  # fmt: skip
     return (f"{lead}: {priced}, lost prompt caching cost {cache}, re-warming the primaries' "
             f"caches cost {rewarm}.")  # fmt: skip
-
-
-def _signed(shown: str) -> Decimal:
-    """An amount as format_usd shows it ("-$1,234.50") back as a number."""
-    return Decimal(shown.replace("$", "").replace(",", ""))
 
 
 def _wasted(report: WeekReport) -> str:
