@@ -4,6 +4,7 @@ was paid for nothing."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data
@@ -25,6 +26,10 @@ if rollups.empty:
     st.stop()
 
 summary = cost_summary(rollups)
+stamp = "%Y-%m-%d %H:%M"
+st.caption(f"Every figure here is over the last {v.label}: "
+           f"{pd.Timestamp(v.since).tz_convert(v.tz):{stamp}} – "
+           f"{pd.Timestamp(v.now).tz_convert(v.tz):{stamp}} ({v.tz.key}).")  # fmt: skip
 cells = st.columns(4)
 cells[0].metric("Cost", format_usd(summary.cost), help=define("cost"))
 per_answer = "—" if summary.per_answered is None else format_usd(summary.per_answered)

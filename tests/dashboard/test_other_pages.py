@@ -3,6 +3,7 @@ equal ones computed from the attempts, and the widgets change what is shown."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -179,3 +180,14 @@ def test_times_are_shown_in_the_timezone_chosen(app_env):
     assert not at.exception
     in_sao_paulo = pd.to_datetime(at.dataframe[-1].value["started_at"])
     assert list(in_utc - in_sao_paulo) == [pd.Timedelta(hours=3)] * len(in_utc)
+
+
+def test_costs_say_the_window_their_figures_are_over(app_env):
+    at = open_page("costs")
+    said = [c.value for c in at.caption if c.value.startswith("Every figure here is over")]
+    assert len(said) == 1, said
+    found = re.fullmatch(r"Every figure here is over the last 1 h: (.{16}) – (.{16}) \(UTC\)\.",
+                         said[0])  # fmt: skip
+    assert found, said
+    since, until = (datetime.strptime(t, "%Y-%m-%d %H:%M") for t in found.groups())
+    assert timedelta(minutes=59) <= until - since <= timedelta(minutes=60), said
