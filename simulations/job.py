@@ -118,9 +118,10 @@ def status(folder: Path) -> JobStatus:
     state, error = body["state"], body.get("error", "")
     pid = _pid(folder, body)
     if state == "running" and pid and not _alive(pid):
-        # Gone: whatever it wrote last is on disk now. Read it again (it may have ended
-        # between the first read and the check), and give a file being renamed into place
-        # a moment; only a process that left no word at all was stopped.
+        # Gone, or seemed to be: whatever it wrote last is on disk now. Read it again (it may
+        # have ended between the first read and the check), give a file being renamed into
+        # place a moment, and look at the process again each time; only a process that stays
+        # gone and left no word at all was stopped.
         for _ in range(10):
             body = json.loads((folder / "status.json").read_text())
             state, error = body["state"], body.get("error", "")
@@ -128,6 +129,8 @@ def status(folder: Path) -> JobStatus:
                 break
             if (folder / "result.json").exists():
                 state = "done"
+                break
+            if _alive(pid):
                 break
             time.sleep(0.05)
         else:
@@ -296,16 +299,24 @@ def _pid(folder: Path, body: dict[str, Any]) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    """Whether `pid` is still a simulation job (not a process that took its number since)."""
+    """Whether `pid` is still a simulation job (not a process that took its number since, nor
+    one that ended and waits to be reaped)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.exists():  # Linux: make sure the number is still ours
-        with contextlib.suppress(OSError):
-            return b"simulations.job" in cmdline.read_bytes()
-    return True
+    proc = Path(f"/proc/{pid}")
+    if not proc.exists():  # not Linux: the signal's answer is all there is
+        return True
+    with contextlib.suppress(OSError, IndexError):
+        # The state follows the name in parentheses, which may itself hold spaces.
+        if proc.joinpath("stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X"):
+            return False
+        cmdline = proc.joinpath("cmdline").read_bytes()
+        # Empty while the kernel is still setting up the exec that Popen has already
+        # returned from (the parent learns of an exec before its arguments are in place).
+        return not cmdline or b"simulations.job" in cmdline
+    return False  # gone between the signal and the read
 
 
 def _prune(folder: Path, started: Path) -> None:

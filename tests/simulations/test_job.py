@@ -3,10 +3,14 @@ simulator's own result, and how it ends (done, failed, stopped, vanished)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -122,6 +126,45 @@ def test_a_job_whose_process_died_reads_as_stopped_not_running(tmp_path):
     assert _gone(_pid(folder))
     job = jobs.status(folder)
     assert job.state == "stopped" and "ended without a result" in job.error
+
+
+def _job_folder_of(tmp_path, process) -> Path:
+    """A job folder as a starter leaves it, its process `process` not yet heard from."""
+    folder = tmp_path / "simulations" / "jobs" / "20261201T000000000000-abcdef"
+    folder.mkdir(parents=True)
+    (folder / "status.json").write_text(json.dumps({
+        "title": "t", "state": "running", "share": 0.0, "doing": "starting", "pid": None,
+        "started_at": "2026-12-01T00:00:00+00:00", "updated_at": "2026-12-01T00:00:00+00:00",
+    }))  # fmt: skip
+    (folder / "pid").write_text(str(process.pid))
+    return folder
+
+
+def test_a_job_process_still_importing_reads_as_running(tmp_path):
+    # Alive and silent (a loaded machine can take seconds over the imports): not stopped.
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                                "simulations.job"])  # fmt: skip
+    try:
+        assert jobs.status(_job_folder_of(tmp_path, process)).state == "running"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_job_process_that_ended_unreaped_reads_as_stopped(tmp_path):
+    # A zombie still answers a signal; it is over all the same.
+    process = subprocess.Popen([sys.executable, "-c", "pass", "simulations.job"])
+    deadline = time.monotonic() + 30
+    while _state_of(process.pid) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state_of(process.pid) == "Z"
+    job = jobs.status(_job_folder_of(tmp_path, process))
+    assert job.state == "stopped" and "ended without a result" in job.error
+    process.wait()
+
+
+def _state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
 def test_only_the_newest_jobs_keep_their_stores(tmp_path, monkeypatch):
