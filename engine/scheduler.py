@@ -9,7 +9,8 @@ reports. Every quarter of an hour the day rollups catch up; every minute the tra
 the what-if scenarios are built from is looked at and, when due, refreshed and published
 (engine.store.traffic_profile: never in a cycle). Jobs run one at a time on a single worker
 thread: they share one DuckDB connection, which is not meant for concurrent use, and a
-slow cycle is simply coalesced with the next.
+slow cycle is simply coalesced with the next. Only the compaction of the published attempts
+(engine.store.partitions), which never touches the connection, has a thread of its own.
 
 Nothing else may open the database file; everything else reads `data/published/`.
 """
@@ -35,6 +36,7 @@ from engine.breaker_events import EVENTS_DIR, ingest_events
 from engine.config import ReportsConfig
 from engine.paths import DataPaths
 from engine.pricing import Pricer
+from engine.store import partitions
 from engine.store import publish as publishing
 from engine.store.db import open_store
 from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
@@ -58,10 +60,12 @@ PROFILE_CHECK_S = 60.0  # the traffic profile is looked at this often, and refre
 # attempts (retries, a long stream) can arrive in the next spool file.
 MINUTE_LOOKBACK = timedelta(minutes=2)
 RECENT_ATTEMPTS_HOURS = 24
-# With nothing new ingested the snapshots are still republished this often: the 24 h window
-# slides, and the dashboard shows their age. Republishing the 24 h of attempts is most of a
-# cycle's cost (bench: ~0.8 µs a row).
+# With nothing new ingested the snapshots are still republished this often: the windows slide,
+# and the dashboard shows their age.
 IDLE_REPUBLISH = timedelta(seconds=60)
+# The 24 h of attempts are published as parts, one a cycle; they are merged (and the ones that
+# left the window dropped) this often, on a thread of their own (engine.store.partitions).
+COMPACT_EVERY_S = 30.0
 # A late backlog is recomputed in pieces this long: one refresh over 14 days of 10 M attempts
 # peaked at 12.5 GB of memory (bench), a day at a time stays small.
 REFRESH_CHUNK = timedelta(hours=6)
@@ -283,6 +287,16 @@ class Pipeline:
             prune_ledger(self.con, self.paths.spool, now=now)
         self._prune_postgres(now)
 
+    def compact(self) -> partitions.Compaction:
+        """Merge the 24 h snapshot's parts (engine.store.partitions). Reads and writes only
+        Parquet, so it runs beside the cycles, not between them; its failure is logged, never
+        raised (the parts stay as they are, and readers read them)."""
+        try:
+            return partitions.compact(self.paths.published, self.now(), RECENT_ATTEMPTS_HOURS)
+        except Exception:
+            log.exception("compacting the published attempts failed; tried again later")
+            return partitions.Compaction()
+
     def traffic_profile(self) -> bool:
         """The what-if scenarios' profile of the traffic (engine.store.traffic_profile),
         refreshed and published when due; whether it was. Its failure is logged, never raised:
@@ -307,9 +321,7 @@ class Pipeline:
             log.warning("cannot prune pulled attempts in PostgreSQL: %s", error)
 
     def publish(self, now: datetime) -> None:
-        publishing.publish_recent_attempts(
-            self.con, self.paths.published, now, hours=RECENT_ATTEMPTS_HOURS
-        )
+        partitions.append(self.con, self.paths.published, now, hours=RECENT_ATTEMPTS_HOURS)
         for name, sql in _SNAPSHOTS:
             params = {"now": now} if "$now" in sql else None
             publishing.publish(self.con, self.paths.published, name, sql, params)
@@ -386,8 +398,10 @@ def run_scheduler(
     the database cannot be opened, wait for it (`open_when_free`) instead of exiting."""
     reports = reports or ReportsConfig()
     scheduler = BlockingScheduler(
-        executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone=UTC
-    )
+        executors={"default": ThreadPoolExecutor(max_workers=1),
+                   "compaction": ThreadPoolExecutor(max_workers=1)},
+        timezone=UTC,
+    )  # fmt: skip
     stopping = threading.Event()
 
     def stop(signum: int, frame: object) -> None:
@@ -410,6 +424,8 @@ def run_scheduler(
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     scheduler.add_job(pipeline.day_rollups, "interval", seconds=DAY_ROLLUP_EVERY_S, id="days",
                       next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    scheduler.add_job(pipeline.compact, "interval", seconds=COMPACT_EVERY_S, id="compaction",
+                      executor="compaction", **jobs)  # fmt: skip
     scheduler.add_job(pipeline.traffic_profile, "interval", seconds=PROFILE_CHECK_S,
                       id="traffic profile", next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
     receivers = alerting.receivers if alerting is not None else ()

@@ -6,7 +6,9 @@ half-written one (rename is atomic on one filesystem, and an open file keeps its
 A reader must open the file once per query and read through that descriptor, because DuckDB
 opens a path several times in one query (`engine.store.read` does this). Then
 `<dir>/_manifest.json` is rewritten the same way with each snapshot's rows and time, so that
-readers can show how fresh the data is.
+readers can show how fresh the data is. The 24 h of attempts are the exception: a set of
+append-only parts that the manifest lists (engine.store.partitions), since rewriting them
+whole every cycle cost what the day held.
 
 Called by the scheduler only, with its store connection. Never writes a snapshot in place, never
 fsyncs (a snapshot is derived data, rebuilt on the next run), and never lets a reader see a
@@ -20,14 +22,14 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from engine.records import COLUMN_NAMES
 from engine.store.db import sql_string
 
 MANIFEST = "_manifest.json"
@@ -36,20 +38,32 @@ RECENT_ATTEMPTS = "recent_attempts"
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _manifest_lock = threading.Lock()  # scheduler jobs may publish from several threads
 
-RECENT_ATTEMPTS_SQL = f"""
-    SELECT {", ".join(COLUMN_NAMES)} FROM attempts
-    WHERE started_at >= $since
-    ORDER BY started_at
-"""
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One append-only file of a partitioned snapshot (engine.store.partitions)."""
+
+    file: str  # relative to the published directory
+    rows: int
+    first_batch: int  # the ingest batches whose attempts it holds, first to last
+    last_batch: int
+    newest: datetime  # its latest started_at: the part leaves the window after it
+    tier: int  # 0: one cycle's; each tier up merges several of the one below
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     name: str
-    file: str  # relative to the published directory
+    file: str  # relative to the published directory (a folder, for a partitioned one)
     rows: int
-    written_at: datetime
+    written_at: datetime  # complete as of this time
     seconds: float  # how long writing it took
+    # A partitioned snapshot only: its parts, the last ingest batch they hold, the files that
+    # left it and when (deleted after a grace), and the attempt schema they were written in.
+    parts: tuple[Part, ...] = ()
+    through_batch: int | None = None
+    retired: tuple[tuple[str, datetime], ...] = ()
+    schema: str = ""
 
 
 def publish(
@@ -84,49 +98,70 @@ def publish(
     return snapshot
 
 
-def publish_recent_attempts(
-    con: duckdb.DuckDBPyConnection, published_dir: Path, now: datetime, hours: float = 24
-) -> Snapshot:
-    """Every attempt of the last `hours`, oldest first (readers' time filters then skip whole
-    row groups). Snappy, not zstd: this snapshot is rewritten whole every cycle that ingested
-    anything, and snappy writes it ~20 % faster for twice the bytes (bench, 720 k rows: 653 ms
-    and 30 MB against 813 ms and 15 MB), which keeps a 10 M-attempt store's cycle under 1 s."""
-    since = now - timedelta(hours=hours)
-    return publish(
-        con, published_dir, RECENT_ATTEMPTS, RECENT_ATTEMPTS_SQL, {"since": since}, now=now,
-        compression="snappy",
-    )  # fmt: skip
-
-
 def read_manifest(published_dir: Path) -> dict[str, Snapshot]:
     """The published snapshots by name; empty on a fresh install or an unreadable manifest."""
     try:
         raw = json.loads((Path(published_dir) / MANIFEST).read_text())
-        return {
-            name: Snapshot(
-                name=name,
-                file=entry["file"],
-                rows=int(entry["rows"]),
-                written_at=datetime.fromisoformat(entry["written_at"]),
-                seconds=float(entry.get("seconds", 0.0)),
-            )
-            for name, entry in raw["snapshots"].items()
-        }
+        return {name: _snapshot(name, entry) for name, entry in raw["snapshots"].items()}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 
-def _record(published_dir: Path, snapshot: Snapshot) -> None:
+def change_entry(
+    published_dir: Path, name: str, change: Callable[[Snapshot | None], Snapshot]
+) -> Snapshot:
+    """Replace the manifest's entry `name` by `change(entry)`, read and written under one lock:
+    the cycle appends parts while the compaction merges them."""
     with _manifest_lock:
         snapshots = read_manifest(published_dir)
-        snapshots[snapshot.name] = snapshot
-        body = {
-            "version": 1,
-            "snapshots": {
-                name: {**asdict(s), "written_at": s.written_at.isoformat()}
-                for name, s in sorted(snapshots.items())
-            },
+        snapshots[name] = change(snapshots.get(name))
+        _write_manifest(published_dir, snapshots)
+        return snapshots[name]
+
+
+def _snapshot(name: str, entry: dict[str, Any]) -> Snapshot:
+    parts = tuple(
+        Part(p["file"], int(p["rows"]), int(p["first_batch"]), int(p["last_batch"]),
+             datetime.fromisoformat(p["newest"]), int(p["tier"]))
+        for p in entry.get("parts", ())
+    )  # fmt: skip
+    through = entry.get("through_batch")
+    return Snapshot(
+        name=name,
+        file=entry["file"],
+        rows=int(entry["rows"]),
+        written_at=datetime.fromisoformat(entry["written_at"]),
+        seconds=float(entry.get("seconds", 0.0)),
+        parts=parts,
+        through_batch=None if through is None else int(through),
+        retired=tuple((f, datetime.fromisoformat(at)) for f, at in entry.get("retired", ())),
+        schema=str(entry.get("schema", "")),
+    )
+
+
+def _entry(snapshot: Snapshot) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "file": snapshot.file,
+        "rows": snapshot.rows,
+        "written_at": snapshot.written_at.isoformat(),
+        "seconds": snapshot.seconds,
+    }
+    if snapshot.through_batch is not None:
+        body |= {
+            "parts": [{**asdict(p), "newest": p.newest.isoformat()} for p in snapshot.parts],
+            "through_batch": snapshot.through_batch,
+            "retired": [[f, at.isoformat()] for f, at in snapshot.retired],
+            "schema": snapshot.schema,
         }
-        temp = published_dir / f".{MANIFEST}.tmp"
-        temp.write_text(json.dumps(body, indent=2) + "\n")
-        os.replace(temp, published_dir / MANIFEST)
+    return body
+
+
+def _record(published_dir: Path, snapshot: Snapshot) -> None:
+    change_entry(published_dir, snapshot.name, lambda _: snapshot)
+
+
+def _write_manifest(published_dir: Path, snapshots: dict[str, Snapshot]) -> None:
+    body = {"version": 1, "snapshots": {n: _entry(s) for n, s in sorted(snapshots.items())}}
+    temp = published_dir / f".{MANIFEST}.tmp"
+    temp.write_text(json.dumps(body, indent=2) + "\n")
+    os.replace(temp, published_dir / MANIFEST)

@@ -11,9 +11,12 @@ query in twenty failed ("Invalid data", "bytes outside file") while a snapshot w
 in a loop. So each query first opens every snapshot it reads, once, and reads it through
 `/dev/fd/<n>`: the descriptor pins that version's inode for the whole query, whatever
 `os.replace` does meanwhile (Linux and macOS). These per-query views are TEMP views on the
-query's own cursor, which also makes concurrent Streamlit threads independent. A snapshot that
-does not exist yet reads as an empty table with its columns, so a fresh install shows empty
-DataFrames, not errors.
+query's own cursor, which also makes concurrent Streamlit threads independent. The 24 h of
+attempts are a set of parts (engine.store.partitions): a query takes the set from one version
+of the manifest and opens every part before it runs, so it reads one consistent set; a part
+compacted away in between makes it list them again. A snapshot that does not exist yet
+reads as an empty table with its columns, so a fresh install shows empty DataFrames, not
+errors.
 
 To add a query: add it to QUERIES with the snapshots it `reads`; a new snapshot also needs its
 columns in SNAPSHOT_COLUMNS (tests/store/test_read.py checks both).
@@ -67,6 +70,12 @@ for _table, _added in (("drills", DRILL_ABORT_COLUMNS), ("incidents", INCIDENT_T
 
 REQUIRED = object()  # a parameter with no default
 FD_DIR = "/dev/fd"
+PARTITIONED = {RECENT_ATTEMPTS}  # published as parts the manifest lists
+_LIST_TRIES = 5
+
+
+class _PartGone(Exception):
+    """A part the manifest listed was deleted before this reader opened it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,24 +425,51 @@ class PublishedData:
         except KeyError:
             raise KeyError(f"no query named {name!r}; known: {self.names()}") from None
         bound = query.bind(params)
+        for _ in range(_LIST_TRIES - 1):
+            try:
+                return self._run(query, bound)
+            except _PartGone:
+                continue  # compacted away since the manifest was read: list the parts again
+        return self._run(query, bound)
+
+    def _run(self, query: Query, bound: dict[str, Any]) -> pd.DataFrame:
+        manifest = read_manifest(self.published_dir) if PARTITIONED & set(query.reads) else {}
         cursor = self._con.cursor()
         pinned: list[int] = []
         try:
             for snapshot in query.reads:
-                try:
-                    fd = os.open(self.published_dir / f"{snapshot}.parquet", os.O_RDONLY)
-                except FileNotFoundError:
+                fds = self._pin(snapshot, manifest.get(snapshot))
+                pinned.extend(fds)
+                if not fds:
                     continue  # not published yet: the empty stand-in answers
-                pinned.append(fd)
-                source = sql_string(f"{FD_DIR}/{fd}")
+                sources = ", ".join(sql_string(f"{FD_DIR}/{fd}") for fd in fds)
                 cursor.execute(
-                    f"CREATE TEMP VIEW {snapshot} AS SELECT * FROM read_parquet({source})"
+                    f"CREATE TEMP VIEW {snapshot} AS "
+                    f"SELECT * FROM read_parquet([{sources}], union_by_name = true)"
                 )
             return cursor.execute(query.sql, bound).df()
         finally:
             cursor.close()
             for fd in pinned:
                 os.close(fd)
+
+    def _pin(self, snapshot: str, entry: Snapshot | None) -> list[int]:
+        """A descriptor for each file of `snapshot`: its parts as the manifest lists them, or
+        its one file. Raises _PartGone when a listed part is no longer there."""
+        if entry is None or entry.through_batch is None:
+            try:
+                return [os.open(self.published_dir / f"{snapshot}.parquet", os.O_RDONLY)]
+            except FileNotFoundError:
+                return []
+        fds: list[int] = []
+        try:
+            for part in entry.parts:
+                fds.append(os.open(self.published_dir / part.file, os.O_RDONLY))
+        except FileNotFoundError:
+            for fd in fds:
+                os.close(fd)
+            raise _PartGone(snapshot) from None
+        return fds
 
     def close(self) -> None:
         self._con.close()

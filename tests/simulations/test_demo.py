@@ -17,12 +17,14 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import httpx
 
 from engine.paths import DataPaths
+from engine.store import PublishedData
 from engine.supervisor import Stop
 from simulations.demo import run_demo, wants_demo
 from simulations.history import HISTORY_MARKER
@@ -134,10 +136,18 @@ async def test_the_gateway_records_the_demos_traffic_and_the_demo_records_nothin
         "SELECT count(*), count(cost_usd), list(DISTINCT process_id) FROM attempts"
     ).fetchone()
     (requests,) = con.execute("SELECT sum(requests) FROM rollup_minute").fetchone()
+    since = datetime.now(UTC) - timedelta(hours=23)
+    (today,) = con.execute("SELECT count(*) FROM attempts WHERE started_at >= $s", {"s": since}
+                           ).fetchone()  # fmt: skip
     assert attempts > 30 and priced == attempts, "every demo model has a genai-prices price"
     assert writers == [gateway_pid], "only the gateway recorded: the demo sends, it records nothing"
     assert requests > 0
-    assert (paths.published / "recent_attempts.parquet").exists()
+    published = PublishedData(paths.published)
+    try:
+        shown = published.query("recent_attempts", since=since, limit=100_000)
+    finally:
+        published.close()
+    assert len(shown) == today > 0, "the last cycle published every attempt of the day"
     assert list(paths.spool.glob("*.parquet")) == [], "the last cycle ingested everything"
 
 

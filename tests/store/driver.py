@@ -16,7 +16,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from engine.store import PublishedData, ingest_spool, open_store, publish_recent_attempts
+from engine.store import (
+    PublishedData,
+    compact_recent_attempts,
+    ingest_spool,
+    open_store,
+    partitions,
+    publish_recent_attempts,
+)
 from engine.store.ingest import pending_files
 
 
@@ -55,10 +62,16 @@ def pipeline(db: str, spool: str, published: str, seconds: str, done_file: str =
         return time.monotonic() < end or (bool(done_file) and not Path(done_file).exists())
 
     # `writing()` first: once it is False every file is in place, so the spool check sees it.
+    # Merged parts deleted at once, and merges every few cycles: the readers meet the parts'
+    # whole life (appended, merged, listed by an older manifest and gone) in a short soak.
+    partitions.RETIRED_GRACE = timedelta(0)
+    partitions.FANOUT = (4, 4, 4, 4)
     while writing() or pending_files(Path(spool))[0]:
         rows += ingest_spool(con, Path(spool)).rows
         publish_recent_attempts(con, Path(published), datetime.now(UTC), hours=24 * 365 * 10)
         cycles += 1
+        if cycles % 3 == 0:
+            compact_recent_attempts(Path(published), datetime.now(UTC), hours=24 * 365 * 10)
         time.sleep(0.02)
     publish_recent_attempts(con, Path(published), datetime.now(UTC), hours=24 * 365 * 10)
     con.close()

