@@ -1,22 +1,32 @@
-"""`python -m bench.scheduler [--quick] [--stored N]`: one scheduler cycle over a store of 10 M
-attempts (or N), and the Live page's reads of what that cycle published. `make bench` runs it
-over 1 M attempts first, then over 10 M, each store built on its own.
+"""`python -m bench.scheduler [--quick] [--stored N]`: the scheduler's cycle as the day's
+traffic grows, over a store of 100 M attempts (or N), and the Live page's reads of what the
+cycles published. `make bench` runs it as a part of the telemetry bench.
 
-The store is built once, in a temporary directory deleted at the end:
-  1. generate: 10 M attempts over the last 14 days, in time order, written as 1 M-row Parquet
-     files (three routes with a priced primary and backup each, ~5 % failed primary attempts
-     that a backup then serves under the same request id, costs from engine.pricing);
-  2. ingest: those files through `ingest_spool`, into the real `attempts` table of `open_store`;
-  3. backfill: the minute, hour and day rollups of the whole history, once (`refresh`, the
-     same function the cycle calls, over 14 days instead of 2 minutes).
-Then each measured cycle gets one fresh spool file of 1,000 attempts from the minute before it,
-the clock moves on a minute, and `Pipeline.cycle()` runs: ingest → minute and hour rollups →
-publish every snapshot (the 24 h `recent_attempts` included). Its parts are timed by wrapping
-the functions the cycle calls (`ingest_spool`, `refresh`, `Pipeline.publish`, and `publish` for
-each snapshot) for the length of the cycle, and each SQL statement by handing the pipeline a
-connection that times `execute` (bench.timing). Never changes engine code.
+The store is built once, in a temporary directory deleted at the end, with bounded memory:
+  1. generate: 100 M attempts over the 30 days before the last 24 hours, in time order, as
+     1 M-row Parquet files (three routes with a priced primary and backup each, ~5 % failed
+     primary attempts that a backup then serves under the same request id, costs from
+     engine.pricing), a few files at a time;
+  2. ingest: those files through `ingest_spool`, into the real `attempts` table of `open_store`,
+     a few files a transaction;
+  3. backfill: the minute, hour and day rollups of the whole history with the same `refresh`
+     the cycle calls, in the same pieces of a few hours (`rollups.chunks`) the scheduler uses
+     for a late backlog, so that memory stays bounded (peak RSS after each step).
+Then, for each daily volume in turn (1, 5, 10 and 20 M attempts in the last 24 hours), the last
+day is filled up to it (generated, ingested, its rollups refreshed), the published folder is
+emptied, and the cycles run: the first one writes the whole 24 h as one part (what a fresh
+install or an upgrade costs once), then each measured one gets one fresh spool file of 1,000
+attempts from the minute before it, the clock moves on a minute, and `Pipeline.cycle()` runs:
+ingest → minute and hour rollups → alerting → publish (the attempts ingested since the last
+cycle as one new part, the rollups and events whole). Its parts are timed by wrapping the
+functions the cycle calls (`ingest_spool`, `refresh`, `Pipeline.publish`, `publish` for each
+snapshot and `partitions.append` for the attempts) for the length of the cycle, and each SQL
+statement by handing the pipeline a connection that times `execute` (bench.timing). Never
+changes engine code. The compaction that merges the parts off the cycle is measured on its
+own: one merge of the largest tier, as rows a second.
 
-Reads: `PublishedData.query` of what the Live page shows, against the published snapshots.
+Reads: `PublishedData.query` of what the Live page shows, against the published snapshots of
+the largest volume.
 """
 
 from __future__ import annotations
@@ -24,9 +34,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import os
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +45,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,10 +58,9 @@ from engine import scheduler
 from engine.paths import DataPaths
 from engine.pricing import Pricer
 from engine.records import ARROW_SCHEMA, COLUMNS, COST_TYPE
-from engine.store import PublishedData, ingest_spool, read_manifest
-from engine.store.db import sql_string
-from engine.store.publish import RECENT_ATTEMPTS_SQL
-from engine.store.rollups import refresh
+from engine.store import PublishedData, ingest_spool, partitions, read_manifest
+from engine.store.publish import RECENT_ATTEMPTS, Part, Snapshot, change_entry
+from engine.store.rollups import chunks, refresh
 
 # Each route's primary and backup: (provider_kind, model), all priced by genai-prices.
 ROUTES = (
@@ -65,21 +75,27 @@ FAILED_PRIMARY = 0.05
 
 @dataclass(frozen=True)
 class Sizes:
-    stored: int = 10_000_000
-    history: timedelta = timedelta(days=14)
+    stored: int = 100_000_000  # before the last 24 hours
+    history: timedelta = timedelta(days=30)
+    daily: tuple[int, ...] = (1_000_000, 5_000_000, 10_000_000, 20_000_000)  # the last 24 h
     file_rows: int = 1_000_000  # generated files: large ones ingest fastest
+    files_a_batch: int = 4  # generated and ingested at a time: memory stays bounded
     new_rows: int = 1_000  # the fresh spool file before each cycle
-    cycles: int = 6
-    # No further cycle starts once the cycles so far took this long (at least one runs), so a
-    # slow cycle cannot stretch `make bench` past its ten minutes; the table says so.
+    cycles: int = 5
+    # No further cycle of a volume starts once its cycles so far took this long (at least one
+    # runs), so a slow cycle cannot stretch the bench; the table says so.
     cycles_budget_s: float = 20.0
+    # At the largest volume, a cycle after a burst of this many new attempts each: what one
+    # cycle (every 5 s) keeps up with.
+    bursts: tuple[int, ...] = (10_000, 50_000)
     reads: int = 20  # per Live-page query
     renders: int = 3  # of the whole Live page (bench.dashboard), first render and refresh
 
 
 QUICK = Sizes(
-    stored=200_000, history=timedelta(days=2), file_rows=100_000, cycles=3, reads=5, renders=1
-)
+    stored=200_000, history=timedelta(days=2), daily=(20_000, 100_000), file_rows=100_000,
+    cycles=3, reads=5, renders=1,
+)  # fmt: skip
 
 
 # --- the data ------------------------------------------------------------------------------
@@ -176,17 +192,22 @@ def _column(value: Any, n: int, arrow: pa.DataType) -> pa.Array:
     return (value if isinstance(value, pa.Array) else pa.array(value)).cast(arrow)
 
 
-def generate(directory: Path, sizes: Sizes, end: datetime, pricer: Pricer) -> int:
-    """The history as Parquet files in `directory`, oldest first; returns how many."""
+def generate(
+    directory: Path, rows: int, start: datetime, span: timedelta, sizes: Sizes, pricer: Pricer,
+    seed: int,
+) -> list[Path]:  # fmt: skip
+    """`rows` attempts over [start, start + span) as Parquet files in `directory`, oldest first."""
     directory.mkdir(parents=True, exist_ok=True)
-    files = -(-sizes.stored // sizes.file_rows)
-    span = sizes.history / files
-    start = end - sizes.history
+    files = max(1, -(-rows // sizes.file_rows))
+    piece = span / files
+    written = []
     for i in range(files):
-        rows = min(sizes.file_rows, sizes.stored - i * sizes.file_rows)
-        table = attempts(rows, start + span * i, span, 1 + i, pricer)
-        pq.write_table(table, directory / f"history-{i:05d}.parquet")
-    return files
+        n = min(sizes.file_rows, rows - i * sizes.file_rows)
+        table = attempts(n, start + piece * i, piece, seed + i, pricer)
+        path = directory / f"history-{seed + i:08d}.parquet"
+        pq.write_table(table, path)
+        written.append(path)
+    return written
 
 
 @dataclass
@@ -221,6 +242,9 @@ def measure_cycle(pipeline: scheduler.Pipeline) -> Cycle:
             timers.enter_context(
                 timing(scheduler.publishing, "publish", snapshots, lambda con, d, n, *a, **k: n)
             )
+            timers.enter_context(
+                timing(scheduler.partitions, "append", snapshots, lambda *a, **k: RECENT_ATTEMPTS)
+            )
             started = time.perf_counter()
             pipeline.cycle()
             seconds = time.perf_counter() - started
@@ -233,17 +257,34 @@ def measure_cycle(pipeline: scheduler.Pipeline) -> Cycle:
 
 
 @dataclass
+class Stage:
+    daily: int  # attempts in the last 24 hours
+    stored: int  # attempts in the store
+    first_cycle_s: float  # the first cycle on an empty published folder: the 24 h as one part
+    cycles: list[Cycle]
+    recent_rows: int  # rows in the published 24 h recent_attempts parts
+    parts: int  # the parts they are in
+    fill_s: float  # filling the last day up to `daily` (generate, ingest, its rollups)
+    peak_rss_mb: float  # the process's peak after it
+    bursts: dict[int, float] = dataclasses.field(default_factory=dict)  # new rows → seconds
+
+
+@dataclass
 class Result:
     sizes: Sizes
-    build: dict[str, float]  # generate, ingest, backfill: minute / hour / day rollups
+    build: dict[str, float]  # generate and ingest, backfill: minute / hour / day rollups
     peak_rss_mb: dict[str, float]  # the process's peak resident memory after each build step
     database_mb: float
-    cycles: list[Cycle]
-    recent_rows: int  # rows in the published 24 h recent_attempts snapshot
-    recent_anatomy: dict[str, float]  # the recent_attempts snapshot taken apart, seconds
+    stages: list[Stage]
+    merge_rows_s: float  # the compaction's merge of the largest tier, rows a second
     reads: dict[str, list[float]]  # Live-page query → seconds per run
     render: Render | None = None  # the whole Live page through Streamlit's AppTest
     report_s: float | None = None  # last week's report, every format (engine.reports)
+
+    @property
+    def cycles(self) -> list[Cycle]:
+        """The cycles at the largest daily volume."""
+        return self.stages[-1].cycles
 
 
 def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Result:
@@ -257,31 +298,65 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
             build, peak_rss_mb = build_store(pipeline, sizes, progress)
             pipeline.con.execute("CHECKPOINT")
             database_mb = paths.database.stat().st_size / 1e6
-            os.sync()  # the build's writes are not left to the disk during the cycles
-            cycles: list[Cycle] = []
-            for k in range(sizes.cycles):
-                if sum(c.seconds for c in cycles) > sizes.cycles_budget_s:
-                    progress(f"stopping after {k} cycles: over {sizes.cycles_budget_s:g} s")
-                    break
-                clock.at += timedelta(minutes=1)
-                fresh = attempts(sizes.new_rows, clock.at - timedelta(minutes=1),
-                                 timedelta(minutes=1), 100_000 + k, pricer)  # fmt: skip
-                pq.write_table(fresh, paths.spool / f"bench-fresh-{k:05d}.parquet")
-                cycles.append(measure_cycle(pipeline))
-                progress(f"cycle {k + 1}: {cycles[-1].seconds * 1000:,.0f} ms")
-            anatomy = recent_anatomy(pipeline.con, root / "anatomy.parquet", clock.at)
+            stages, in_day = [], 0
+            for k, daily in enumerate(sizes.daily):
+                stage = run_stage(pipeline, clock, sizes, daily, daily - in_day, k, progress)
+                stages.append(stage)
+                in_day = daily
+            merge_rows_s = merge_rate(paths.published, root / "merge", clock.at)
         finally:
             pipeline.close()
-        recent_rows = read_manifest(paths.published)["recent_attempts"].rows
         reads = live_reads(paths.published, clock.at, sizes.reads)
         render = live_render(root, repeat=sizes.renders) if sizes.renders else None
         report_s = weekly_report_seconds(paths, clock.at)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return Result(
-        sizes, build, peak_rss_mb, database_mb, cycles, recent_rows, anatomy, reads, render,
-        report_s,
-    )  # fmt: skip
+    return Result(sizes, build, peak_rss_mb, database_mb, stages, merge_rows_s, reads, render,
+                  report_s)  # fmt: skip
+
+
+def run_stage(
+    pipeline: scheduler.Pipeline, clock: Clock, sizes: Sizes, daily: int, more: int, k: int,
+    progress: Callable[[str], None],
+) -> Stage:  # fmt: skip
+    """Fill the last day with `more` attempts (to `daily`), empty the published folder, run the
+    first cycle and then the measured ones."""
+    progress(f"{daily:,} attempts in the last 24 h: adding {more:,}")
+    started = time.perf_counter()
+    day = clock.at - timedelta(days=1)
+    _load(pipeline, more, day, timedelta(days=1), sizes, 10_000_000 * (k + 1), progress)
+    _backfill(pipeline, day - timedelta(hours=1), clock.at, ("minute", "hour", "day"))
+    fill_s = time.perf_counter() - started
+    shutil.rmtree(pipeline.paths.published, ignore_errors=True)
+    pipeline.paths.published.mkdir(parents=True)
+    first = _cycle(pipeline, clock, sizes, 1_000 * k).seconds
+    progress(f"first cycle (the whole 24 h as one part): {first:,.1f} s")
+    cycles: list[Cycle] = []
+    for n in range(sizes.cycles):
+        if sum(c.seconds for c in cycles) > sizes.cycles_budget_s:
+            progress(f"stopping after {n} cycles: over {sizes.cycles_budget_s:g} s")
+            break
+        cycles.append(_cycle(pipeline, clock, sizes, 1_000 * k + 1 + n))
+        progress(f"cycle {n + 1}: {cycles[-1].seconds * 1000:,.0f} ms")
+    bursts = {}
+    if daily == sizes.daily[-1]:
+        for n, rows in enumerate(sizes.bursts):
+            burst = dataclasses.replace(sizes, new_rows=rows)
+            bursts[rows] = _cycle(pipeline, clock, burst, 1_000 * k + 500 + n).seconds
+            progress(f"a cycle after {rows:,} new attempts: {bursts[rows]:,.2f} s")
+    (stored,) = pipeline.con.execute("SELECT count(*) FROM attempts").fetchone()
+    entry = read_manifest(pipeline.paths.published)[RECENT_ATTEMPTS]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+    return Stage(daily, stored, first, cycles, entry.rows, len(entry.parts), fill_s, peak, bursts)
+
+
+def _cycle(pipeline: scheduler.Pipeline, clock: Clock, sizes: Sizes, seed: int) -> Cycle:
+    """One measured cycle after one fresh spool file from the minute before it."""
+    clock.at += timedelta(minutes=1)
+    fresh = attempts(sizes.new_rows, clock.at - timedelta(minutes=1), timedelta(minutes=1),
+                     100_000_000 + seed, pipeline.pricer)  # fmt: skip
+    pq.write_table(fresh, pipeline.paths.spool / f"bench-fresh-{seed:08d}.parquet")
+    return measure_cycle(pipeline)
 
 
 def weekly_report_seconds(paths: DataPaths, now: datetime) -> float:
@@ -290,23 +365,19 @@ def weekly_report_seconds(paths: DataPaths, now: datetime) -> float:
     from engine.config import ReportsConfig
 
     started = time.perf_counter()
-    scheduler.weekly_report(paths, ReportsConfig(), now=now)
+    scheduler.weekly_report(paths, ReportsConfig(), now=now, background=False)
     return time.perf_counter() - started
 
 
 def build_store(
     pipeline: scheduler.Pipeline, sizes: Sizes, progress: Callable[[str], None]
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Generate, ingest and backfill the history that ends at the pipeline's clock; return
-    the seconds of each step, and the process's peak memory (RSS, MB) after each: a step that
-    raised it shows."""
-    end = pipeline.now()
-    history = pipeline.paths.root / "history"
+    """Generate, ingest and backfill the history that ends a day before the pipeline's clock;
+    return the seconds of each step, and the process's peak memory (RSS, MB) after each: a
+    step that raised it shows."""
+    end = pipeline.now() - timedelta(days=1)
     seconds: dict[str, float] = {}
     peak_mb: dict[str, float] = {}
-
-    def prices(provider_kind: str, model: str) -> Any:
-        return pipeline.pricer.unit_prices(provider_kind, model, end)
 
     def step(name: str, what: str, action: Callable[[], Any]) -> Any:
         progress(what)
@@ -316,59 +387,84 @@ def build_store(
         peak_mb[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # Linux: KB
         return result
 
-    files = step(
-        "generate",
-        f"generating {sizes.stored:,} attempts over {sizes.history.days} days",
-        lambda: generate(history, sizes, end, pipeline.pricer),
-    )
-    ingested = step(
-        "ingest",
-        f"ingesting {files} files",
-        lambda: ingest_spool(pipeline.con, history, max_files=files),
-    )
-    assert ingested.rows == sizes.stored and not ingested.more, ingested
-    for grain in ("minute", "hour"):
+    step(
+        "generate and ingest",
+        f"generating and ingesting {sizes.stored:,} attempts over {sizes.history.days} days",
+        lambda: _load(pipeline, sizes.stored, end - sizes.history, sizes.history, sizes, 1,
+                      progress),
+    )  # fmt: skip
+    for grain in ("minute", "hour", "day"):
         step(
             f"backfill {grain} rollups",
             f"backfilling the {grain} rollups",
-            lambda g=grain: refresh(pipeline.con, g, end - sizes.history, end, prices),
+            lambda g=grain: _backfill(pipeline, end - sizes.history, end, (g,)),
         )
-    step("backfill day rollups", "backfilling the day rollups", pipeline.day_rollups)
     return seconds, peak_mb
 
 
-def recent_anatomy(con: Any, scratch: Path, now: datetime) -> dict[str, float]:
-    """The 24 h recent_attempts snapshot taken apart (best of 3 each): its query alone, the
-    rows fetched into Arrow and no Parquet written; the same COPY without its ORDER BY; and the
-    same COPY over the last hour only."""
-    day = {"since": now - timedelta(hours=scheduler.RECENT_ATTEMPTS_HOURS)}
-    hour = {"since": now - timedelta(hours=1)}
-    unordered = RECENT_ATTEMPTS_SQL.replace("ORDER BY started_at", "")
-    assert unordered != RECENT_ATTEMPTS_SQL, "the snapshot's query changed: update the anatomy"
+def _load(
+    pipeline: scheduler.Pipeline, rows: int, start: datetime, span: timedelta, sizes: Sizes,
+    seed: int, progress: Callable[[str], None],
+) -> None:  # fmt: skip
+    """`rows` attempts over [start, start + span) into the store, `files_a_batch` files of
+    `file_rows` at a time (generated, ingested, deleted)."""
+    folder = pipeline.paths.root / "history"
+    batch_rows = sizes.files_a_batch * sizes.file_rows
+    batches = max(1, -(-rows // batch_rows))
+    piece = span / batches
+    for b in range(batches):
+        n = min(batch_rows, rows - b * batch_rows)
+        files = generate(folder, n, start + piece * b, piece, sizes, pipeline.pricer,
+                         seed + b * sizes.files_a_batch)  # fmt: skip
+        ingested = ingest_spool(pipeline.con, folder, max_files=len(files))
+        assert ingested.rows == n and not ingested.more, ingested
+        if b % 5 == 4:
+            progress(f"  {(b + 1) * batch_rows:,} of {rows:,}")
 
-    def copy(sql: str) -> str:
-        target = sql_string(str(scratch))  # compressed as publish_recent_attempts does
-        return f"COPY ({sql}) TO {target} (FORMAT parquet, COMPRESSION snappy)"
 
-    actions = {
-        "its query alone, fetched into Arrow (no Parquet)": (
-            lambda: con.sql(RECENT_ATTEMPTS_SQL, params=day).to_arrow_table()
-        ),
-        "the same COPY without its ORDER BY": lambda: con.execute(copy(unordered), day),
-        "the same COPY for the last hour only": (
-            lambda: con.execute(copy(RECENT_ATTEMPTS_SQL), hour)
-        ),
-    }
-    best = {}
-    for label, action in actions.items():
-        times = []
-        for _ in range(3):
-            started = time.perf_counter()
-            action()
-            times.append(time.perf_counter() - started)
-        best[label] = min(times)
-    scratch.unlink(missing_ok=True)
-    return best
+def _backfill(
+    pipeline: scheduler.Pipeline, since: datetime, until: datetime, grains: tuple[str, ...]
+) -> None:
+    """The rollups of [since, until], in the scheduler's pieces, as a late backlog is done."""
+    for lo, hi in chunks(since, until):
+        for grain in grains:
+            refresh(pipeline.con, grain, lo, hi, pipeline._prices, now=until)  # type: ignore[arg-type]
+
+
+def merge_rate(published: Path, scratch: Path, now: datetime, ways: int = 4) -> float:
+    """Rows a second of the compaction's merge of its largest tier: the published 24 h cut in
+    `ways` parts by time, merged into one by `partitions.compact`."""
+    entry = read_manifest(published)[RECENT_ATTEMPTS]
+    files = [str(published / p.file) for p in entry.parts]
+    scratch.mkdir(parents=True)
+    con = duckdb.connect()
+    try:
+        lo, hi = con.execute(
+            "SELECT min(started_at), max(started_at) FROM read_parquet($f)", {"f": files}
+        ).fetchone()
+        step = (hi - lo) / ways
+        parts = []
+        for i in range(ways):
+            name = f"{RECENT_ATTEMPTS}/{i:012d}-{i:012d}-t{len(partitions.FANOUT) - 1}.parquet"
+            (scratch / RECENT_ATTEMPTS).mkdir(exist_ok=True)
+            sql = ("SELECT * FROM read_parquet($f) WHERE started_at >= $lo AND started_at < $hi"
+                   " ORDER BY started_at")  # fmt: skip
+            bounds = {"f": files, "lo": lo + step * i, "hi": lo + step * (i + 1)}
+            if i == ways - 1:
+                bounds["hi"] = hi + timedelta(seconds=1)
+            target = str(scratch / name).replace("'", "''")
+            (rows,) = con.execute(f"COPY ({sql}) TO '{target}' (FORMAT parquet)", bounds).fetchone()
+            parts.append(Part(name, rows, i, i, lo + step * (i + 1), len(partitions.FANOUT) - 1))
+    finally:
+        con.close()
+    change_entry(scratch, RECENT_ATTEMPTS, lambda _: Snapshot(
+        RECENT_ATTEMPTS, f"{RECENT_ATTEMPTS}/", sum(p.rows for p in parts), now, 0.0,
+        parts=tuple(parts), through_batch=ways - 1, schema=partitions.SCHEMA))  # fmt: skip
+    started = time.perf_counter()
+    done = partitions.compact(scratch, now, hours=24 * 365)
+    seconds = time.perf_counter() - started
+    assert done.merged == ways, done
+    return sum(p.rows for p in parts) / seconds
 
 
 def live_reads(published: Path, now: datetime, repeat: int) -> dict[str, list[float]]:
@@ -399,7 +495,9 @@ def live_reads(published: Path, now: datetime, repeat: int) -> dict[str, list[fl
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="200,000 attempts over 2 days")
-    parser.add_argument("--stored", type=int, help="attempts in the store (default 10 M)")
+    parser.add_argument("--stored", type=int, help="attempts in the store (default 100 M)")
+    parser.add_argument("--days", type=int, help="the days they span (default 30)")
+    parser.add_argument("--daily", help="attempts in the last 24 h, in millions: 1,5,10,20")
     args = parser.parse_args()
     began = time.monotonic()
     sizes = QUICK if args.quick else Sizes()
@@ -407,21 +505,27 @@ def main() -> None:
         sizes = dataclasses.replace(
             sizes, stored=args.stored, file_rows=min(args.stored, sizes.file_rows)
         )
+    if args.days:
+        sizes = dataclasses.replace(sizes, history=timedelta(days=args.days))
+    if args.daily:
+        daily = tuple(int(float(m) * 1e6) for m in args.daily.split(","))
+        sizes = dataclasses.replace(sizes, daily=daily)
     result = run(sizes)
     for name, seconds in result.build.items():
         print(f"{name:<24} {seconds:8.1f} s, peak RSS {result.peak_rss_mb[name]:,.0f} MB")
-    print(f"database {result.database_mb:,.0f} MB")
-    print(f"recent_attempts {result.recent_rows:,} rows")
-    for label, seconds in result.recent_anatomy.items():
-        print(f"    {label}: {seconds * 1000:,.0f} ms")
-    for i, cycle in enumerate(result.cycles, 1):
-        parts = ", ".join(f"{k} {v * 1000:,.0f}" for k, v in cycle.parts.items())
-        print(f"cycle {i}: {cycle.seconds * 1000:,.0f} ms ({parts})")
-        for name, seconds in cycle.snapshots.items():
-            print(f"    snapshot {name:<20} {seconds * 1000:8.1f} ms")
-        top = sorted(cycle.statements.items(), key=lambda kv: -kv[1])[:6]
-        for sql, seconds in top:
-            print(f"    {seconds * 1000:8.1f} ms  {describe(sql)}")
+    print(f"database {result.database_mb:,.0f} MB; merge {result.merge_rows_s:,.0f} rows/s")
+    for stage in result.stages:
+        totals = [c.seconds * 1000 for c in stage.cycles]
+        print(f"{stage.daily:,} a day ({stage.stored:,} stored, {stage.recent_rows:,} published "
+              f"in {stage.parts} parts): first cycle {stage.first_cycle_s:,.1f} s, then "
+              f"median {statistics.median(totals):,.0f} ms, max {max(totals):,.0f} ms; "
+              f"peak RSS {stage.peak_rss_mb:,.0f} MB")  # fmt: skip
+        for i, cycle in enumerate(stage.cycles, 1):
+            parts = ", ".join(f"{k} {v * 1000:,.0f}" for k, v in cycle.parts.items())
+            print(f"  cycle {i}: {cycle.seconds * 1000:,.0f} ms ({parts})")
+            top = sorted(cycle.statements.items(), key=lambda kv: -kv[1])[:5]
+            for sql, seconds in top:
+                print(f"      {seconds * 1000:8.1f} ms  {describe(sql)}")
     for label, values in result.reads.items():
         p50, p95 = percentile(values, 50) * 1000, percentile(values, 95) * 1000
         print(f"read {label:<42} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")

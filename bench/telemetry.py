@@ -1,5 +1,6 @@
-"""The telemetry part of `make bench`: what recording, ingest, one scheduler cycle over a
-1 M- and a 10 M-attempt store and the Live page's reads cost, each figure against its target.
+"""The telemetry part of `make bench`: what recording, ingest, the scheduler's cycle as the day's
+traffic grows (1 to 20 M attempts a day over a 100 M-attempt store) and the Live page's reads
+cost, each figure against its target.
 
 Runs bench.recorder, bench.store and bench.scheduler one after the other (side by side they
 would share the two cores) and picks from their results the figures of the table, the way
@@ -9,7 +10,6 @@ reported as missed.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import statistics
 import sys
@@ -21,12 +21,16 @@ from typing import Any
 from bench import recorder, scheduler, store
 from bench.stats import Figure, percentile
 from bench.timing import describe
+from engine import scheduler as scheduler_module
+from engine.store.partitions import FANOUT
 
 HOOK_TARGET_US = 20.0
 CYCLE_TARGET_MS = 1000.0
 RENDER_FIRST_S, RENDER_REFRESH_S = 1.5, 0.5  # the dashboard issue's targets
 REPORT_TARGET_S = 10.0  # the weekly report's, over 10 M attempts
 READ_TARGET_MS = 100.0
+GROWTH_TARGET = 2.0  # the cycle at the largest daily volume against the smallest, at most
+MEMORY_TARGET_GB = 2.0  # building and backfilling the store
 
 
 @dataclass(frozen=True)
@@ -34,20 +38,16 @@ class Sizes:
     recorder: recorder.Sizes = field(default_factory=recorder.Sizes)
     store: store.Sizes = field(default_factory=store.Sizes)
     scheduler: scheduler.Sizes = field(default_factory=scheduler.Sizes)
-    # The cycle over a smaller store first (the same history, a tenth of the attempts): how the
-    # cycle grows with the store. Its store is built on its own, so both are in time order.
-    smaller_store: int = 1_000_000
 
 
-QUICK = Sizes(recorder.QUICK, store.QUICK, scheduler.QUICK, smaller_store=20_000)
+QUICK = Sizes(recorder.QUICK, store.QUICK, scheduler.QUICK)
 
 
 @dataclass
 class Telemetry:
     sizes: Sizes
     figures: list[Figure]
-    cycle: scheduler.Result
-    smaller: scheduler.Result  # the cycle over `sizes.smaller_store` attempts
+    cycle: scheduler.Result  # the cycles at each daily volume
     seconds: dict[str, float]  # how long each bench ran
     others: dict[str, float | None]  # the share of the CPUs other processes used meanwhile
 
@@ -68,26 +68,12 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] | None = None) -
 
     rows = timed("recorder", lambda: recorder.run(sizes.recorder))
     store_figures = timed("store", lambda: store.run(sizes.store))
-    smaller_sizes = dataclasses.replace(
-        sizes.scheduler,
-        stored=sizes.smaller_store,
-        file_rows=min(sizes.smaller_store, sizes.scheduler.file_rows),
-    )
-    smaller = timed(
-        f"scheduler cycle, {_millions(sizes.smaller_store)}",
-        lambda: scheduler.run(smaller_sizes, say),
-    )
     cycle = timed(
-        f"scheduler cycle, {_millions(sizes.scheduler.stored)}",
+        f"scheduler cycles over {_millions(sizes.scheduler.stored)} stored",
         lambda: scheduler.run(sizes.scheduler, say),
     )
-    figures = [
-        *recorder_figures(rows),
-        *store_figures,
-        *cycle_figures(smaller, detail=False),
-        *cycle_figures(cycle),
-    ]
-    return Telemetry(sizes, figures, cycle, smaller, seconds, others)
+    figures = [*recorder_figures(rows), *store_figures, *cycle_figures(cycle)]
+    return Telemetry(sizes, figures, cycle, seconds, others)
 
 
 def _millions(n: int) -> str:
@@ -173,55 +159,78 @@ def recorder_figures(rows: list[dict[str, Any]]) -> list[Figure]:
     return figures
 
 
-def cycle_figures(result: scheduler.Result, *, detail: bool = True) -> list[Figure]:
-    """The cycle's figures; without `detail`, only the cycle, its parts and the store's build,
-    not the snapshot taken apart nor the build's steps nor the Live page's reads."""
-    sizes, cycles = result.sizes, result.cycles
-    totals = [c.seconds * 1000 for c in cycles]
-    median, worst = statistics.median(totals), max(totals)
-    over = sum(t > CYCLE_TARGET_MS for t in totals)
-    note = f"{over} of {len(cycles)} cycles over" if over else ""
-    if len(cycles) < sizes.cycles:
-        note += f"{'; ' if note else ''}{sizes.cycles_budget_s:g} s of cycles ran out"
+def cycle_figures(result: scheduler.Result) -> list[Figure]:
+    """The cycle at each daily volume, how it grew, the parts of the largest, the store's build
+    and its memory."""
+    sizes, stages = result.sizes, result.stages
+    medians = []
+    figures = []
+    for stage in stages:
+        totals = [c.seconds * 1000 for c in stage.cycles]
+        median, worst = statistics.median(totals), max(totals)
+        medians.append(median)
+        over = sum(t > CYCLE_TARGET_MS for t in totals)
+        note = f"{over} of {len(totals)} cycles over" if over else ""
+        if len(totals) < sizes.cycles:
+            note += f"{'; ' if note else ''}{sizes.cycles_budget_s:g} s of cycles ran out"
+        figures.append(Figure(
+            f"scheduler cycle: {_millions(stage.daily)} attempts in the last 24 h, "
+            f"{_millions(stage.stored)} stored, {sizes.new_rows:,} new",
+            median, "ms", at_most=CYCLE_TARGET_MS,
+            shown=f"{median:,.0f} ms median, {worst:,.0f} max ({len(totals)} cycles)", note=note,
+        ))  # fmt: skip
+        figures.append(Figure(
+            f"the first cycle on an empty published folder ({stage.recent_rows:,} rows as one "
+            "part, once)", stage.first_cycle_s, "s", level=1,
+        ))  # fmt: skip
+    growth = medians[-1] / medians[0] if medians and medians[0] else float("nan")
+    figures.append(Figure(
+        f"cycle growth, {_millions(stages[-1].daily)} against {_millions(stages[0].daily)} a day",
+        growth, "×", at_most=GROWTH_TARGET, shown=f"{growth:,.2f}×",
+    ))  # fmt: skip
+
+    for rows, seconds in stages[-1].bursts.items():
+        figures.append(Figure(
+            f"a cycle after {rows:,} new attempts at {_millions(stages[-1].daily)} a day",
+            seconds, "s", at_most=scheduler_module.CYCLE_S,
+            shown=f"{seconds:,.2f} s: {rows / seconds:,.0f} attempts/s ingested and published",
+        ))  # fmt: skip
 
     def med(values: list[float]) -> float:
         return statistics.median(values) * 1000
 
-    figures = [
-        Figure(
-            f"scheduler cycle: {sizes.stored:,} attempts stored, {sizes.new_rows:,} new",
-            median,
-            "ms",
-            at_most=CYCLE_TARGET_MS,
-            shown=f"{median:,.0f} ms median, {worst:,.0f} max ({len(cycles)} cycles)",
-            note=note,
-        )
-    ]
+    cycles = result.cycles
+    figures.append(Figure(f"the cycle at {_millions(stages[-1].daily)} a day, by part", medians[-1],
+                          "ms", shown=f"{medians[-1]:,.0f} ms"))  # fmt: skip
     for part in cycles[0].parts:
         figures.append(Figure(part, med([c.parts.get(part, 0.0) for c in cycles]), "ms", level=1))
         if part != "publish":
             continue
         for name in cycles[0].snapshots:
             values = [c.snapshots.get(name, 0.0) for c in cycles]
-            if name != "recent_attempts":
-                figures.append(Figure(name, med(values), "ms", level=2))
-                continue
-            label = f"recent_attempts ({result.recent_rows:,} rows, 24 h)"
+            label = name
+            if name == "recent_attempts":
+                label = f"recent_attempts (the new part; {stages[-1].parts} parts in all)"
             figures.append(Figure(label, med(values), "ms", level=2))
-            if not detail:
-                continue
-            for what, seconds in result.recent_anatomy.items():
-                figures.append(Figure(f"{what}, best of 3", seconds * 1000, "ms", level=3))
+    daily_merge_s = stages[-1].daily * (len(FANOUT)) / result.merge_rows_s
+    figures.append(Figure(
+        "compaction: merging the largest tier (off the cycle, its own thread)",
+        result.merge_rows_s, "rows/s",
+        shown=f"{result.merge_rows_s:,.0f} rows/s: {daily_merge_s / 60:,.1f} min of one core a "
+        f"day at {_millions(stages[-1].daily)} (each row merged {len(FANOUT)} times)",
+    ))  # fmt: skip
 
     build = result.build
-    rate = sizes.stored / build["ingest"]
-    figures.append(Figure("store build for the cycle (once)", sum(build.values()), "s"))
-    if not detail:
-        return figures
+    rate = sizes.stored / build["generate and ingest"]
+    figures.append(Figure("store build for the cycles (once)", sum(build.values()), "s"))
     for name, seconds in build.items():
-        shown = f"{seconds:,.1f} s" + (f", {rate:,.0f} rows/s" if name == "ingest" else "")
-        shown += f" (peak RSS so far {result.peak_rss_mb[name] / 1e3:,.1f} GB)"
+        shown = f"{seconds:,.1f} s" + (f", {rate:,.0f} rows/s" if "ingest" in name else "")
         figures.append(Figure(name, seconds, "s", shown=shown, level=1))
+    peak = max(result.peak_rss_mb.values()) / 1e3
+    figures.append(Figure(
+        f"peak memory building and backfilling {_millions(sizes.stored)} attempts", peak, "GB",
+        at_most=MEMORY_TARGET_GB, shown=f"{peak:,.2f} GB (the process's peak RSS)",
+    ))  # fmt: skip
 
     for label, values in result.reads.items():
         p50, p95 = percentile(values, 50) * 1000, percentile(values, 95) * 1000
@@ -261,50 +270,45 @@ def slowest_statements(result: scheduler.Result, top: int = 5) -> list[tuple[str
 def notes(t: Telemetry) -> list[str]:
     """The bullets above the table: what was measured on, and where the cycle's time goes."""
     s, r = t.sizes, t.cycle
-    files = -(-s.scheduler.stored // s.scheduler.file_rows)
     ran = ", ".join(
         f"{name} {seconds:.0f} s"
         + (f" ({share:.0%})" if (share := t.others.get(name)) is not None else "")
         for name, seconds in t.seconds.items()
     )
+    volumes = ", ".join(_millions(d) for d in r.sizes.daily)
     lines = [
         f"Sizes: {s.recorder.calls:,} hook calls per enqueue row, {s.recorder.repeats} flushes "
         f"per flush row; ingest shapes repeated "
         + ", ".join(f"{n}×" for _, _, n in s.store.shapes)
-        + f"; the cycle's store {r.sizes.stored:,} attempts over the "
-        f"{r.sizes.history.days} days before the cycle's clock, in {files} files, three routes "
-        f"with a priced primary and backup each, {scheduler.FAILED_PRIMARY:.0%} of attempts "
-        "failing with a 529 and the next attempt serving that request from its route's backup "
-        f"(DuckDB file {r.database_mb:,.0f} MB, in a temporary directory deleted at the end; "
-        f"the smaller store, built the same way on its own: {t.smaller.sizes.stored:,} attempts, "
-        f"{t.smaller.database_mb:,.0f} MB); "
-        f"{r.sizes.new_rows:,} new attempts before each of {len(r.cycles)} cycles; "
-        f"{r.sizes.reads} runs per Live-page read",
+        + f"; the cycles' store {r.sizes.stored:,} attempts over the {r.sizes.history.days} "
+        f"days before the last 24 hours, then the last 24 hours filled to {volumes} attempts "
+        f"in turn; three routes with a priced primary and backup each, "
+        f"{scheduler.FAILED_PRIMARY:.0%} of attempts failing with a 529 and the next attempt "
+        "serving that request from its route's backup (DuckDB file "
+        f"{r.database_mb:,.0f} MB before the last day, in a temporary directory deleted at the "
+        f"end); {r.sizes.new_rows:,} new attempts before each of {r.sizes.cycles} cycles per "
+        f"volume; {r.sizes.reads} runs per Live-page read",
         f"Ran on {_cpus()} CPUs (in brackets: the share of them other processes used "
         f"meanwhile): {ran}",
-        scaling(r),
+        growth(r),
+        f"The SQL statements of the {_millions(r.stages[-1].daily)}-a-day cycles that took "
+        "longest (median / max over the cycles, each statement's runs in a cycle added up):",
     ]
-    for result in (t.smaller, r):
-        lines.append(
-            f"The SQL statements of the {result.sizes.stored:,}-attempt cycle that took longest "
-            "(median / max over the cycles, each statement's runs in a cycle added up):"
-        )
-        for sql, median, worst in slowest_statements(result):
-            lines.append(f"  - {median:,.0f} / {worst:,.0f} ms: `{describe(sql)}`")
+    for sql, median, worst in slowest_statements(r):
+        lines.append(f"  - {median:,.0f} / {worst:,.0f} ms: `{describe(sql)}`")
     return lines
 
 
-def scaling(r: scheduler.Result) -> str:
-    """What the recent_attempts snapshot costs per row, and so the traffic at which the cycle
-    reaches its target, all else equal."""
-    recent = statistics.median(c.snapshots["recent_attempts"] for c in r.cycles) * 1000
-    cycle = statistics.median(c.seconds for c in r.cycles) * 1000
-    per_row_us = recent * 1000 / max(r.recent_rows, 1)
-    rest = cycle - recent
-    limit = (CYCLE_TARGET_MS - rest) * 1000 / per_row_us if per_row_us else float("inf")
+def _median_ms(cycles: list[scheduler.Cycle]) -> float:
+    return statistics.median(c.seconds for c in cycles) * 1000
+
+
+def growth(r: scheduler.Result) -> str:
+    """The cycle against the day's traffic, in one line."""
+    steps = "; ".join(
+        f"{_millions(st.daily)} a day: {_median_ms(st.cycles):,.0f} ms" for st in r.stages
+    )
     return (
-        f"Scaling: the cycle rewrites the whole 24 h `recent_attempts` snapshot every time, at "
-        f"{per_row_us:.2f} µs per row; with the rest of the cycle at {rest:,.0f} ms it reaches "
-        f"{CYCLE_TARGET_MS / 1000:g} s at about {limit / 1e6:,.2f} M attempts in the last 24 h "
-        f"(here {r.recent_rows / 1e6:,.2f} M)"
+        "Growth: a cycle publishes only the attempts it ingested (one new part), so what it costs "
+        f"follows the new attempts and the minutes they touch, not the day: {steps}"
     )

@@ -43,7 +43,7 @@ from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
 from engine.store.failure_classes import refresh_failures
 from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
 from engine.store.readiness import report_drills, take_in
-from engine.store.rollups import forget_baselines, refresh
+from engine.store.rollups import chunks, forget_baselines, refresh
 from engine.store.scheduler_status import DATABASE_RETRY_S, open_when_free, write_status
 from engine.store.telemetry import take_in as take_in_telemetry
 from engine.store.traffic_profile import TrafficProfile
@@ -66,9 +66,6 @@ IDLE_REPUBLISH = timedelta(seconds=60)
 # The 24 h of attempts are published as parts, one a cycle; they are merged (and the ones that
 # left the window dropped) this often, on a thread of their own (engine.store.partitions).
 COMPACT_EVERY_S = 30.0
-# A late backlog is recomputed in pieces this long: one refresh over 14 days of 10 M attempts
-# peaked at 12.5 GB of memory (bench), a day at a time stays small.
-REFRESH_CHUNK = timedelta(hours=6)
 
 # What the dashboard and reports read, republished every cycle: (name, SQL, bound parameters).
 _SNAPSHOTS: tuple[tuple[str, str], ...] = (
@@ -177,7 +174,7 @@ class Pipeline:
             since = oldest  # a late file (a writer that was offline): recompute back to it
             forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
             self.profile.note_late(oldest)  # recomputed by its own job, not in this cycle
-        for lo, hi in _chunks(since, started):
+        for lo, hi in chunks(since, started):
             for grain in ("minute", "hour"):
                 refresh(self.con, grain, lo, hi, self._prices, now=started)
             refresh_failures(self.con, lo, hi)
@@ -280,7 +277,7 @@ class Pipeline:
     def _day_rollups(self) -> None:
         now = self.now()
         since = self._day_refreshed_until or self._oldest_attempt() or now
-        for lo, hi in _chunks(min(since, now), now):
+        for lo, hi in chunks(min(since, now), now):
             refresh(self.con, "day", lo, hi, self._prices)
         self._day_refreshed_until = now - timedelta(hours=1)
         with contextlib.suppress(OSError):  # a spool that cannot be listed: the cycle says so
@@ -332,18 +329,6 @@ class Pipeline:
     def _oldest_attempt(self) -> datetime | None:
         (oldest,) = self.con.execute("SELECT min(started_at) FROM attempts").fetchone()
         return oldest
-
-
-def _chunks(since: datetime, until: datetime) -> list[tuple[datetime, datetime]]:
-    """[since, until] as consecutive pieces of at most REFRESH_CHUNK (the last one ends at
-    `until`); a refresh covers whole buckets, so neighbouring pieces may both touch one."""
-    pieces = []
-    lo = since
-    while lo + REFRESH_CHUNK < until:
-        pieces.append((lo, lo + REFRESH_CHUNK))
-        lo += REFRESH_CHUNK
-    pieces.append((lo, until))
-    return pieces
 
 
 def weekly_report(

@@ -25,6 +25,11 @@ from engine.store import migrations
 
 ROW_GROUP_SIZE = 61_440
 CATALOG = "store"
+# DuckDB's own cap on the memory it holds (its buffer pool, and the operators that can spill
+# to the temporary folder beside the file); its default is 80 % of the machine's, which a store
+# of 100 M attempts would fill with cached pages. Bounded, the scheduler stays under 2 GB
+# (bench.growth), and a refresh larger than this spills instead of taking the machine.
+MEMORY_LIMIT = "1GB"
 
 
 class StoreLockedError(RuntimeError):
@@ -54,6 +59,8 @@ def open_store(path: Path) -> duckdb.DuckDBPyConnection:
         con.execute(f"USE {CATALOG}")
         con.execute("DETACH memory")
         con.execute("SET GLOBAL TimeZone = 'UTC'")
+        con.execute(f"SET GLOBAL memory_limit = '{MEMORY_LIMIT}'")
+        con.execute(f"SET GLOBAL temp_directory = {sql_string(str(path) + '.tmp')}")
         migrations.apply(con)
     except BaseException:
         con.close()

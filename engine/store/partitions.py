@@ -47,10 +47,12 @@ STRAY_AFTER = timedelta(hours=1)  # a temporary file this old was left by a cras
 SCHEMA = hashlib.sha256(",".join(COLUMN_NAMES).encode()).hexdigest()[:12]
 _COLUMNS = ", ".join(COLUMN_NAMES)
 
+# A cycle's part is sorted by time (a few thousand rows); a whole window, or a merge, is left
+# in ingest order, which is nearly time order already: sorting 20 M rows took most of a fresh
+# start's time and spilled past the store's memory limit.
 _NEW_ROWS = f"""
     SELECT {_COLUMNS} FROM attempts
     WHERE batch_id > $after AND batch_id <= $through AND started_at >= $since
-    ORDER BY started_at
 """
 _LAST_BATCH = "SELECT max(batch_id) FROM attempts"
 _compacting = threading.Lock()  # one merge at a time; appends go on meanwhile
@@ -137,7 +139,8 @@ def _write_part(
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{max(after + 1, 0):012d}-{through:012d}-t{tier}.parquet"
     temp, final = folder / f".{name}.tmp", folder / name
-    copy = f"COPY ({_NEW_ROWS}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
+    query = _NEW_ROWS + ("" if tier else " ORDER BY started_at")
+    copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
     params = {"after": after, "through": through, "since": since}
     try:
         (rows,) = con.execute(copy, params).fetchone()
@@ -167,8 +170,8 @@ def _full_tier(parts: tuple[Part, ...]) -> tuple[int, tuple[Part, ...]] | None:
 
 
 def _merge(published_dir: Path, parts: tuple[Part, ...], tier: int, since: datetime) -> Part:
-    """One part from `parts` (the rows still in the window, oldest first), on a connection of
-    its own: the store's belongs to the cycle."""
+    """One part from `parts` (the rows still in the window, in batch order), on a connection
+    of its own: the store's belongs to the cycle."""
     first, last = parts[0].first_batch, parts[-1].last_batch
     name = f"{first:012d}-{last:012d}-t{tier}.parquet"
     folder = published_dir / FOLDER
@@ -177,7 +180,7 @@ def _merge(published_dir: Path, parts: tuple[Part, ...], tier: int, since: datet
     con = duckdb.connect(config={"threads": 1})  # beside the cycle, on a 2-core machine
     try:
         con.execute("SET TimeZone = 'UTC'")
-        select = "SELECT * FROM read_parquet($files) WHERE started_at >= $since ORDER BY started_at"
+        select = "SELECT * FROM read_parquet($files) WHERE started_at >= $since"
         copy = f"COPY ({select}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
         (rows,) = con.execute(copy, {"files": files, "since": since}).fetchone()
         os.replace(temp, final)

@@ -32,6 +32,9 @@ TABLES = {"minute": "rollup_minute", "hour": "rollup_hour", "day": "rollup_day"}
 # Short enough that a refresh inside the scheduler's 2-minute lookback still sees it settled,
 # even with one cycle a minute; a backup slower than this shows briefly as unavailable.
 UNDER_WAY = timedelta(seconds=30)
+# A long range (a late backlog, a backfill, the day rollups' catch-up) is refreshed in pieces
+# this long, so that memory stays bounded whatever the range (`chunks`).
+REFRESH_CHUNK = timedelta(hours=6)
 
 # The windows the query uses (as SQL literals, documented in docs/metrics.md):
 # - a request's attempts can outlive the bucket it started in (retries, fallbacks, a long
@@ -152,7 +155,7 @@ priced AS (  -- attempt rows with what the primary would have charged for the sa
     LEFT JOIN route_share rs
         ON rs.route = w.route AND rs.minute = time_bucket(INTERVAL 1 MINUTE, w.started_at)
 ),
-att_rollup AS (
+att_lists AS (
     SELECT a.bucket, a.route, a.provider, a.model, a.target, a.feat,
         count(*) AS attempts,
         count(*) FILTER (a.outcome = 'error') AS failed_attempts,
@@ -162,11 +165,9 @@ att_rollup AS (
         count(*) FILTER (a.fault_kind = 'rate_limit') AS rate_limited,
         count(*) FILTER (a.fault_kind = 'ambiguous') AS ambiguous_faults,
         count(*) FILTER (a.quality_error IS NOT NULL) AS quality_errors,
-        quantile_cont(a.latency_ms, 0.5) AS latency_p50_ms,
-        quantile_cont(a.latency_ms, 0.95) AS latency_p95_ms,
-        quantile_cont(a.latency_ms, 0.99) AS latency_p99_ms,
-        quantile_cont(a.ttft_ms, 0.5) FILTER (a.outcome = 'success') AS ttft_p50_ms,
-        quantile_cont(a.ttft_ms, 0.95) FILTER (a.outcome = 'success') AS ttft_p95_ms,
+        -- each list one aggregate: one copy of the values (three quantiles apart: three)
+        quantile_cont(a.latency_ms, [0.5, 0.95, 0.99]) AS latency_q,
+        quantile_cont(a.ttft_ms, [0.5, 0.95]) FILTER (a.outcome = 'success') AS ttft_q,
         sum(a.input_tokens) AS input_tokens,
         sum(a.output_tokens) AS output_tokens,
         sum(a.cache_read_tokens) AS cache_read_tokens,
@@ -189,6 +190,12 @@ att_rollup AS (
     FROM priced a
     WHERE a.bucket >= $lo AND a.bucket < $hi AND a.outcome <> 'skipped'  -- no call was made
     GROUP BY ALL
+),
+att_rollup AS (
+    SELECT * EXCLUDE (latency_q, ttft_q),
+        latency_q[1] AS latency_p50_ms, latency_q[2] AS latency_p95_ms,
+        latency_q[3] AS latency_p99_ms, ttft_q[1] AS ttft_p50_ms, ttft_q[2] AS ttft_p95_ms
+    FROM att_lists
 )
 SELECT bucket, route, provider, model, target, feat AS feature,
     sum(requests)::BIGINT AS requests, sum(answered)::BIGINT AS answered,
@@ -303,16 +310,19 @@ WITH sums AS (
     FROM rollup_minute WHERE bucket >= $lo AND bucket < $hi
     GROUP BY ALL
 ),
-spread AS (
+lists AS (  -- one aggregate a list of quantiles: one copy of a day's values, not five
     SELECT time_bucket(INTERVAL 1 {{unit}}, started_at) AS bucket, route, provider, model, target,
         coalesce(feature, '') AS feature,
-        quantile_cont(latency_ms, 0.5) AS latency_p50_ms,
-        quantile_cont(latency_ms, 0.95) AS latency_p95_ms,
-        quantile_cont(latency_ms, 0.99) AS latency_p99_ms,
-        quantile_cont(ttft_ms, 0.5) FILTER (outcome = 'success') AS ttft_p50_ms,
-        quantile_cont(ttft_ms, 0.95) FILTER (outcome = 'success') AS ttft_p95_ms
+        quantile_cont(latency_ms, [0.5, 0.95, 0.99]) AS latency_q,
+        quantile_cont(ttft_ms, [0.5, 0.95]) FILTER (outcome = 'success') AS ttft_q
     FROM attempts WHERE started_at >= $lo AND started_at < $hi AND outcome <> 'skipped'
     GROUP BY ALL
+),
+spread AS (
+    SELECT * EXCLUDE (latency_q, ttft_q),
+        latency_q[1] AS latency_p50_ms, latency_q[2] AS latency_p95_ms,
+        latency_q[3] AS latency_p99_ms, ttft_q[1] AS ttft_p50_ms, ttft_q[2] AS ttft_p95_ms
+    FROM lists
 )
 SELECT * FROM sums LEFT JOIN spread USING (bucket, {_KEYS})
 """
@@ -355,12 +365,11 @@ def refresh(
     lo, hi = bucket_start(since, grain), bucket_end(until, grain)
     bounds = {"lo": lo, "hi": hi}
     table = TABLES[grain]
-    if grain == "minute":
-        _load_prices(con, lo, hi, prices)
     con.execute("BEGIN TRANSACTION")
     try:
         if grain == "minute":
             con.execute(_UPDATE_PRIMARIES, bounds)
+            _load_prices(con, prices)  # the primaries' only: the attempts carry their own cost
             con.execute(_ADD_BASELINES, bounds)
             query, params = _MINUTES, {**bounds, "settled": (now or until) - UNDER_WAY}
         else:
@@ -386,19 +395,14 @@ def forget_baselines(con: duckdb.DuckDBPyConnection, since: datetime) -> None:
     )
 
 
-def _load_prices(
-    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, prices: PriceLookup
-) -> None:
-    """Per-token prices of every model attempted in the range, from engine.pricing, as a
-    temporary table the rollup query joins (prices never live in SQL as literals)."""
-    models = con.execute(
-        "SELECT DISTINCT provider, provider_kind, model FROM attempts "
-        "WHERE started_at >= $lo::TIMESTAMPTZ - INTERVAL 1 DAY AND started_at < $hi "
-        "UNION SELECT provider, provider_kind, model FROM route_primaries",
-        {"lo": lo, "hi": hi},
-    ).fetchall()
+def _load_prices(con: duckdb.DuckDBPyConnection, prices: PriceLookup) -> None:
+    """Per-token prices of every route's primary, from engine.pricing, as a temporary table the
+    rollup query joins (prices never live in SQL as literals). Only the primaries: what the
+    primary would have charged is the one price the rollups compute; every attempt's own cost
+    was priced by the recorder."""
+    models = con.execute("SELECT DISTINCT provider, provider_kind, model FROM route_primaries")
     rows = []
-    for provider, kind, model in models:
+    for provider, kind, model in models.fetchall():
         unit = prices(provider, kind, model)
         if unit is not None:
             rows.append(
@@ -417,3 +421,19 @@ def _load_prices(
         con.execute("CREATE OR REPLACE TEMP TABLE prices AS SELECT * FROM price_rows")
     finally:
         con.unregister("price_rows")
+
+
+def chunks(
+    since: datetime, until: datetime, size: timedelta = REFRESH_CHUNK
+) -> list[tuple[datetime, datetime]]:
+    """[since, until] as consecutive pieces of at most `size` (the last one ends at `until`),
+    for a refresh over a long range: one refresh over 14 days of 10 M attempts peaked at
+    12.5 GB of memory (bench), a few hours at a time stays small. A refresh covers whole
+    buckets, so neighbouring pieces may both touch one."""
+    pieces = []
+    lo = since
+    while lo + size < until:
+        pieces.append((lo, lo + size))
+        lo += size
+    pieces.append((lo, until))
+    return pieces
