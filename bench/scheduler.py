@@ -79,7 +79,7 @@ class Sizes:
     history: timedelta = timedelta(days=30)
     daily: tuple[int, ...] = (1_000_000, 5_000_000, 10_000_000, 20_000_000)  # the last 24 h
     file_rows: int = 1_000_000  # generated files: large ones ingest fastest
-    files_a_batch: int = 4  # generated and ingested at a time: memory stays bounded
+    files_a_batch: int = 2  # generated and ingested at a time: memory stays bounded
     new_rows: int = 1_000  # the fresh spool file before each cycle
     cycles: int = 5
     # No further cycle of a volume starts once its cycles so far took this long (at least one
@@ -419,7 +419,7 @@ def _load(
         ingested = ingest_spool(pipeline.con, folder, max_files=len(files))
         assert ingested.rows == n and not ingested.more, ingested
         if b % 5 == 4:
-            progress(f"  {(b + 1) * batch_rows:,} of {rows:,}")
+            progress(f"  {min((b + 1) * batch_rows, rows):,} of {rows:,}")
 
 
 def _backfill(

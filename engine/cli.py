@@ -141,7 +141,7 @@ def scheduler(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run is noise
-    pricer, alerting, reports, postgres_url = Pricer(), None, None, None
+    pricer, alerting, reports, postgres_url, store = Pricer(), None, None, None, None
     if config.exists():
         from engine.config import load_config
 
@@ -150,11 +150,11 @@ def scheduler(
         except ConfigError as exc:
             raise _fail(str(exc)) from None
         pricer, alerting, reports = Pricer.from_config(loaded), loaded.alerting, loaded.reports
-        postgres_url = loaded.state.postgres_url
+        postgres_url, store = loaded.state.postgres_url, loaded.store
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     try:
         run_scheduler(paths, pricer, cycle_s=cycle_s, alerting=alerting, reports=reports,
-                      postgres_url=postgres_url)  # fmt: skip
+                      postgres_url=postgres_url, store=store)  # fmt: skip
     except RuntimeError as exc:  # another scheduler holds the database
         raise _fail(str(exc)) from None
 

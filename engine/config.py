@@ -45,6 +45,7 @@ __all__ = [
     "RouteConfig",
     "RouteOptions",
     "StateConfig",
+    "StoreConfig",
     "TargetConfig",
     "load_config",
     "parse_config",
@@ -60,7 +61,7 @@ DEFAULT_BASE_URLS = {
 }
 _TOP_LEVEL = (
     "providers", "routes", "policy", "prices", "prompts", "alerts", "alerting", "reports", "state",
-    "gateway",
+    "gateway", "store",
 )  # fmt: skip
 _PROVIDER_KEYS = (
     "kind",
@@ -83,6 +84,10 @@ _GATEWAY_KEYS = (
     "keep_alive_timeout_s",
     "max_connections",
 )
+_STORE_KEYS = ("keep_attempts_days",)
+# From 2: a day moves once it is wholly this old, and a file up to `keep - 1` days late still
+# counts (engine.store.retention.refresh_floor), so a host offline for a day loses nothing.
+_KEEP_DAYS = (2, 36_500)
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -146,6 +151,14 @@ class StateConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """[store]: how long the scheduler keeps attempts in its database; older ones move to
+    monthly Parquet archives under data/archive/ (engine.store.retention), rollups stay."""
+
+    keep_attempts_days: int = 30
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     """[gateway]: what a caller may name, and how long and how many connections the gateway
     keeps waiting on callers (docs/deployment.md, "Limits and timeouts")."""
@@ -175,6 +188,7 @@ class Config:
     state: StateConfig = field(default_factory=lambda: StateConfig())
     prompts: Mapping[str, TargetPrompt] = field(default_factory=dict)
     gateway: GatewayConfig = field(default_factory=lambda: GatewayConfig())
+    store: StoreConfig = field(default_factory=lambda: StoreConfig())
 
     def configured_targets(self) -> frozenset[str]:
         """Every `provider/model` some route lists: the only targets that exist by default."""
@@ -227,6 +241,7 @@ def parse_config(
     reports = _reports(data.get("reports", {}), fail, {r.name for r in alerting.receivers})
     state = _state(data.get("state", {}), fail)
     gateway = _gateway(data.get("gateway", {}), fail)
+    store = _store(data.get("store", {}), fail, alerting)
     if "direct" in routes:
         raise fail("routes.direct", '"direct" is the label of targets a caller names alone')
     return Config(
@@ -240,6 +255,7 @@ def parse_config(
         state=state,
         prompts=prompts,
         gateway=gateway,
+        store=store,
     )
 
 
@@ -278,6 +294,28 @@ def _state(table: Any, fail: Any) -> StateConfig:
     ):
         raise fail("state.postgres_url", "must be a postgresql:// or postgres:// URL")
     return StateConfig(url, postgres)
+
+
+def _store(table: Any, fail: Any, alerting: AlertingConfig) -> StoreConfig:
+    table = table_of(table, "store", fail)
+    no_unknown(table, _STORE_KEYS, "store", fail)
+    days = table.get("keep_attempts_days", StoreConfig().keep_attempts_days)
+    low, high = _KEEP_DAYS
+    if not isinstance(days, int) or isinstance(days, bool) or not low <= days <= high:
+        raise fail(
+            "store.keep_attempts_days",
+            f"must be a whole number of days from {low} to {high} "
+            "(archived attempts are kept for good: there is no 'never')",
+        )
+    # The rules that read attempts (credentials, latency) look back their window.
+    longest = max(alerting.rules, key=lambda rule: rule.window_s, default=None)
+    if longest is not None and longest.window_s > days * 86_400:
+        raise fail(
+            "store.keep_attempts_days",
+            f"{days} days is shorter than the window of alert {longest.name!r} "
+            f"({longest.window_s / 86_400:g} days)",
+        )
+    return StoreConfig(days)
 
 
 def _gateway(table: Any, fail: Any) -> GatewayConfig:

@@ -1,7 +1,7 @@
 """Where Switchover keeps its runtime files, under one data folder (default `data/`, or
 `SWITCHOVER_DATA_DIR`). Writers only ever touch `spool/` (and `control/`, requests to the
-scheduler; `state/`, the breakers they share); the scheduler alone opens the database; readers
-only read `published/`."""
+scheduler; `state/`, the breakers they share); the scheduler alone opens the database (and
+moves old attempts to `archive/`); readers only read `published/`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ class DataPaths:
     @property
     def published(self) -> Path:
         return self.root / "published"
+
+    @property
+    def archive(self) -> Path:
+        """Attempts older than `[store] keep_attempts_days`, moved out of the database by the
+        scheduler (engine.store.retention): a folder a month, a Parquet part a day."""
+        return self.root / "archive"
 
     @property
     def control(self) -> Path:

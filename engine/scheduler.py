@@ -33,17 +33,17 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from engine.alerts.rules import AlertingConfig, Receiver
 from engine.alerts.watch import Watch
 from engine.breaker_events import EVENTS_DIR, ingest_events
-from engine.config import ReportsConfig
+from engine.config import ReportsConfig, StoreConfig
 from engine.paths import DataPaths
 from engine.pricing import Pricer
-from engine.store import partitions
+from engine.store import partitions, retention
 from engine.store import publish as publishing
 from engine.store.db import open_store
 from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
 from engine.store.failure_classes import refresh_failures
 from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
 from engine.store.readiness import report_drills, take_in
-from engine.store.rollups import chunks, forget_baselines, refresh
+from engine.store.rollups import bucket_start, chunks, forget_baselines, refresh
 from engine.store.scheduler_status import DATABASE_RETRY_S, open_when_free, write_status
 from engine.store.telemetry import take_in as take_in_telemetry
 from engine.store.traffic_profile import TrafficProfile
@@ -112,11 +112,14 @@ class Pipeline:
         alerting: AlertingConfig | None = None,
         watch: Watch | None = None,
         postgres_url: str | None = None,
+        store: StoreConfig | None = None,
     ) -> None:
         """`alerting`: the rules and receivers (the built-in rules, no receivers, when None);
         `watch` replaces the whole alerting pass (tests inject its clock and sender);
-        `postgres_url`: the attempt sink of gateways on several hosts, pulled every cycle."""
+        `postgres_url`: the attempt sink of gateways on several hosts, pulled every cycle;
+        `store`: [store], how long attempts stay before they move to the archive."""
         self.paths = paths
+        self.store = store or StoreConfig()
         self.pricer = pricer or Pricer()
         self.now = now
         self.con = open_store(paths.database)  # StoreLockedError: see `open_when_free`
@@ -136,8 +139,9 @@ class Pipeline:
             paths.spool.mkdir(parents=True, exist_ok=True)
         self._spool_error: str | None = None
         self.started_at = now()
-        self._day_refreshed_until: datetime | None = None
-        self.profile = TrafficProfile()
+        # The day rollups are stale from here on (None: from the last day they hold).
+        self._days_stale_from: datetime | None = None
+        self.profile = TrafficProfile(paths.archive)  # its 35 days reach into the archive
         self._published_at: datetime | None = None
         # One job at a time on the connection: the last cycle at shutdown runs on the main
         # thread while the worker may still be finishing one.
@@ -170,16 +174,21 @@ class Pipeline:
         readiness_changed = self._readiness(started)
         since = started - MINUTE_LOOKBACK
         late = oldest is not None and oldest < since
+        floor = retention.refresh_floor(self.con)  # what was made of moved days is final
         if late:
             since = oldest  # a late file (a writer that was offline): recompute back to it
+            if floor is not None and since < floor:
+                log.warning("attempts from %s arrived after their day moved to the "
+                            "archive: kept, and counted in no rollup", oldest)  # fmt: skip
+                since = floor
             forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
             self.profile.note_late(oldest)  # recomputed by its own job, not in this cycle
         for lo, hi in chunks(since, started):
             for grain in ("minute", "hour"):
                 refresh(self.con, grain, lo, hi, self._prices, now=started)
             refresh_failures(self.con, lo, hi)
-        if oldest is not None and oldest < started - timedelta(hours=1):
-            self._day_refreshed_until = None  # late data: the day rollups catch up as well
+        if oldest is not None and oldest < started - timedelta(hours=1):  # late data:
+            self._days_stale_from = min(self._days_stale_from or oldest, oldest)  # days too
         self._telemetry(started)  # before the alerts: telemetry_lag and _loss read its tables
         alerts_changed = self._watch(started, late) or readiness_changed
         stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
@@ -270,19 +279,45 @@ class Pipeline:
 
     def day_rollups(self) -> None:
         """Days are sums of minutes: refresh them after the minutes, from where the last run
-        stopped (everything, the first time), and trim the ingest ledger."""
+        stopped (in a new process, from the last day they hold; everything, the first time),
+        move what is older than [store] keep_attempts_days to the archive, and trim the ingest
+        ledger."""
         with self._busy:
             self._day_rollups()
 
     def _day_rollups(self) -> None:
         now = self.now()
-        since = self._day_refreshed_until or self._oldest_attempt() or now
-        for lo, hi in chunks(min(since, now), now):
-            refresh(self.con, "day", lo, hi, self._prices)
-        self._day_refreshed_until = now - timedelta(hours=1)
+        since = self._days_stale_from or self._last_day_rolled() or self._oldest_attempt() or now
+        floor = retention.refresh_floor(self.con)
+        if floor is not None:
+            since = max(since, floor)
+        # A day's percentiles come from all its attempts: one day a refresh, each day once.
+        day = bucket_start(min(since, now), "day")
+        while day <= now:
+            refresh(self.con, "day", day, min(now, day + timedelta(days=1, microseconds=-1)),
+                    self._prices)  # fmt: skip
+            day += timedelta(days=1)
+        self._days_stale_from = now - timedelta(hours=1)
+        self._archive(now)
         with contextlib.suppress(OSError):  # a spool that cannot be listed: the cycle says so
             prune_ledger(self.con, self.paths.spool, now=now)
         self._prune_postgres(now)
+
+    def _last_day_rolled(self) -> datetime | None:
+        """The start of the last day the day rollups hold: where a new process goes on from
+        (it holds that day as far as the last run saw it)."""
+        (last,) = self.con.execute("SELECT max(bucket) FROM rollup_day").fetchone()
+        return last
+
+    def _archive(self, now: datetime) -> None:
+        """Attempts older than [store] keep_attempts_days to data/archive/, a day a run, once
+        the days' rollups are done (engine.store.retention). Its failure is logged, never
+        raised: the rows stay in the table, and the next run moves them."""
+        try:
+            retention.archive_old_attempts(self.con, self.paths.archive,
+                                           self.store.keep_attempts_days, now)  # fmt: skip
+        except Exception:
+            log.exception("archiving old attempts failed; tried again in a quarter of an hour")
 
     def compact(self) -> partitions.Compaction:
         """Merge the 24 h snapshot's parts (engine.store.partitions). Reads and writes only
@@ -377,6 +412,7 @@ def run_scheduler(
     alerting: AlertingConfig | None = None,
     reports: ReportsConfig | None = None,
     postgres_url: str | None = None,
+    store: StoreConfig | None = None,
     retry_s: float = DATABASE_RETRY_S,
 ) -> None:
     """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed. While
@@ -398,7 +434,8 @@ def run_scheduler(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     pipeline = open_when_free(
-        lambda: Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url),
+        lambda: Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url,
+                         store=store),
         paths, stop=stopping, retry_s=retry_s,
     )  # fmt: skip
     if pipeline is None:

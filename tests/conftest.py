@@ -10,6 +10,7 @@ import pytest
 LONG_FIRST = (
     "reports/test_report_invariants.py",  # the demo's fortnight: ~80 s to build
     "simulations/test_from_store.py",
+    "store/test_retention_history.py",
     "reports/test_reports_browser.py",
     "simulations/test_drill_demo.py",
     "dashboard/test_browser.py",

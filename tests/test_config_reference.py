@@ -22,6 +22,7 @@ KEYS = sorted(
         *config._STATE_KEYS,
         *config._GATEWAY_KEYS,
         *config._REPORTS_KEYS,
+        *config._STORE_KEYS,
         *rules._RULE_KEYS,
         *rules._RECEIVER_KEYS,
         *rules._ALERTING_KEYS,

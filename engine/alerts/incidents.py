@@ -43,6 +43,7 @@ import pyarrow as pa
 
 from engine.alerts import incident_impact
 from engine.alerts.families import BY_NAME, FAMILIES
+from engine.store.retention import refresh_floor
 
 MINUTE = timedelta(minutes=1)
 # A stretch with no traffic to the target this long or longer ends its incident all the same.
@@ -301,15 +302,18 @@ def refresh_incidents(
     """Detect the incidents in the minute rollups and bring the table up to date in one
     transaction; the number of incidents. An incident keeps its id (target, family, start)
     from one run to the next; one settled an hour ago is kept as it is unless `full` (late
-    attempts arrived)."""
+    attempts arrived) or it began before the store's refresh floor (its attempts may have moved
+    to the archive: engine.store.retention)."""
     policy = policy or IncidentPolicy()
+    floor = refresh_floor(con)
     stored = {incident_id for (incident_id,) in con.execute("SELECT incident_id FROM incidents")
               .fetchall()}  # fmt: skip
     keep: list[str] = []
     fresh: list[Window] = []
     for window in detect(con, now, policy):
         settled = window.latest_end(policy.settle) <= now - SETTLED
-        if not full and settled and window.id in stored:
+        final = floor is not None and window.start < floor
+        if (final or not full) and settled and window.id in stored:
             keep.append(window.id)
         else:
             fresh.append(window)

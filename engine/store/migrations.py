@@ -234,6 +234,24 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        14,
+        "the archive parts: the days of attempts moved to Parquet under data/archive/",
+        # engine/store/retention.py: a part is entered not complete before its file is written,
+        # and completed in the transaction that deletes its rows; readers read complete ones.
+        """
+        CREATE TABLE archive_parts (
+            file_name VARCHAR PRIMARY KEY,  -- under data/archive/: 2026-10/2026-10-03-1.parquet
+            day TIMESTAMPTZ NOT NULL,  -- its attempts started in [day, day + 1 day), UTC
+            row_count BIGINT,  -- NULL until complete
+            complete BOOLEAN NOT NULL,
+            archived_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 

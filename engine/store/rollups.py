@@ -271,22 +271,29 @@ ON CONFLICT (route) DO UPDATE SET target = excluded.target,
     WHERE excluded.last_seen > route_primaries.last_seen
 """
 
-# The primary's healthy cache-hit ratio for each route and hour in [$lo, $hi) that has none
-# yet: its successes in the 24 hours before that hour. Computed once per route and hour.
+# The route hours in [$lo, $hi) that have no cache-hit baseline yet: nearly always none, so the
+# day of attempts each one reads is read only when an hour begins.
+_MISSING_BASELINES = """
+SELECT DISTINCT h.route, h.hour FROM (
+    SELECT DISTINCT route, time_bucket(INTERVAL 1 HOUR, started_at) AS hour FROM attempts
+    WHERE started_at >= $lo AND started_at < $hi
+) h
+JOIN route_primaries p ON p.route = h.route
+WHERE NOT EXISTS (SELECT 1 FROM baselines x WHERE x.route = h.route AND x.hour = h.hour)
+"""
+# The primary's healthy cache-hit ratio for each route and hour of $missing (a list of
+# {route, hour}): its successes in the 24 hours before that hour. Computed once per route and
+# hour.
 _ADD_BASELINES = """
 INSERT INTO baselines
 SELECT h.route, h.hour,
     coalesce(sum(b.cache_read_tokens) / nullif(sum(b.input_tokens + b.cache_read_tokens
         + b.cache_write_tokens), 0), 0)
-FROM (
-    SELECT DISTINCT route, time_bucket(INTERVAL 1 HOUR, started_at) AS hour FROM attempts
-    WHERE started_at >= $lo AND started_at < $hi
-) h
+FROM (SELECT m.route, m.hour FROM (SELECT unnest($missing) AS m)) h
 JOIN route_primaries p ON p.route = h.route
 LEFT JOIN attempts b ON b.target = p.target AND b.outcome = 'success'
     AND b.fallback_depth = 0 AND b.started_at >= h.hour - INTERVAL 1 DAY
     AND b.started_at < h.hour
-WHERE NOT EXISTS (SELECT 1 FROM baselines x WHERE x.route = h.route AND x.hour = h.hour)
 GROUP BY ALL
 """
 
@@ -370,7 +377,7 @@ def refresh(
         if grain == "minute":
             con.execute(_UPDATE_PRIMARIES, bounds)
             _load_prices(con, prices)  # the primaries' only: the attempts carry their own cost
-            con.execute(_ADD_BASELINES, bounds)
+            _add_baselines(con, bounds)
             query, params = _MINUTES, {**bounds, "settled": (now or until) - UNDER_WAY}
         else:
             query, params = _COARSE.format(unit=grain), bounds
@@ -384,6 +391,13 @@ def refresh(
         con.execute("ROLLBACK")
         raise
     return RefreshResult(grain, lo, hi, rows)
+
+
+def _add_baselines(con: duckdb.DuckDBPyConnection, bounds: dict[str, datetime]) -> None:
+    missing = con.execute(_MISSING_BASELINES, bounds).fetchall()
+    if missing:
+        rows = [{"route": route, "hour": hour} for route, hour in missing]
+        con.execute(_ADD_BASELINES, {"missing": rows})
 
 
 def forget_baselines(con: duckdb.DuckDBPyConnection, since: datetime) -> None:

@@ -17,7 +17,10 @@ latency are kept per hour in tables of their own (engine.store.traffic_tables, m
 with the sizes' sums per minute (a replayed window's mean is its own, exactly: cost is linear
 in it, and the mean of an hour's 50 answers can be 10 % off that of the 20 in a window); they
 are refreshed for the hours that changed: the hours since the last run, and back to the
-oldest attempt of a late file.
+oldest attempt of a late file. Those hours may reach past the attempts the database keeps
+(`[store] keep_attempts_days`, 30 by default, against 35 here), and an incident's faults too:
+what reads attempts reads them where they are, the table and the archive's parts
+(engine.store.retention.stored_attempts), so an archived day's profile is what it was.
 `TrafficProfile.run` does that and publishes all four, off the cycle: the scheduler calls it
 every minute and it works only when due (every PROFILE_EVERY, after late data, or when an
 incident has ended), so a cycle never pays for it (issue 23). Published for 35 days, like the
@@ -29,12 +32,14 @@ The read side's queries are here too (`QUERY_SPECS`, registered by engine.store.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from engine.alerts.families import FAMILIES
 from engine.store import publish as publishing
+from engine.store.retention import STORED, stored_attempts
 
 # The quantiles kept of every distribution: fine in the tails, where a p99 is read.
 LEVELS: tuple[float, ...] = (
@@ -57,7 +62,7 @@ SELECT time_bucket(INTERVAL 1 HOUR, started_at) AS hour, route, count(*) AS answ
     coalesce(sum({_PROMPT}) FILTER (fallback_depth = 0 AND cache_read_tokens > 0), 0)::BIGINT,
     coalesce(sum(cache_read_tokens) FILTER (fallback_depth = 0 AND cache_read_tokens > 0),
         0)::BIGINT
-FROM attempts
+FROM {STORED}
 WHERE started_at >= $lo AND started_at < $hi AND served AND outcome = 'success'
     AND continues_attempt IS NULL
 GROUP BY ALL
@@ -66,7 +71,7 @@ _REFRESH_ANSWERS = f"""
 INSERT INTO traffic_answers
 SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket, route, count(*) AS answers,
     sum({_PROMPT})::BIGINT AS prompt_tokens, sum(output_tokens)::BIGINT AS output_tokens
-FROM attempts
+FROM {STORED}
 WHERE started_at >= $lo AND started_at < $hi AND served AND outcome = 'success'
     AND continues_attempt IS NULL
 GROUP BY ALL
@@ -77,7 +82,7 @@ SELECT time_bucket(INTERVAL 1 HOUR, started_at) AS hour, target, count(*) AS ans
     quantile_cont(latency_ms, {_LEVELS_SQL}) AS latency_ms,
     count(ttft_ms) AS streams,
     quantile_cont(ttft_ms, {_LEVELS_SQL}) FILTER (ttft_ms IS NOT NULL) AS ttft_ms
-FROM attempts
+FROM {STORED}
 WHERE started_at >= $lo AND started_at < $hi AND outcome = 'success'
 GROUP BY ALL
 """
@@ -110,6 +115,12 @@ SELECT bucket, route, coalesce(r.requests, 0) AS requests, coalesce(r.answered, 
 FROM requests r
 FULL JOIN (SELECT * FROM traffic_answers WHERE bucket >= $since) a USING (bucket, route)
 """
+# The spans whose attempts _INCIDENT_MINUTES reads (a minute wider: the windows are whole
+# minutes), so that only the archive's parts of days with an incident are opened.
+_INCIDENT_SPANS = """
+SELECT started_at - $margin - INTERVAL 1 MINUTE, ended_at + $margin + INTERVAL 1 MINUTE
+FROM incidents WHERE target IS NOT NULL AND ended_at IS NOT NULL AND ended_at >= $since
+"""
 _FAULT_KINDS = "(" + ", ".join(f"'{k}'" for f in FAMILIES for k in f.fault_kinds) + ")"
 # Each incident expanded into its minutes, joined on the minute (equality joins, as in
 # engine.alerts.incident_impact). One row a minute and fault class; a minute without faults
@@ -136,7 +147,7 @@ faults AS (
     SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket, target, fault_kind,
         coalesce(error_class, 'unknown') AS error_class, count(*)::BIGINT AS failures,
         median(retry_after_s) AS retry_after_s
-    FROM attempts
+    FROM {STORED}
     WHERE outcome = 'error' AND fault_kind IN {_FAULT_KINDS}
         AND started_at >= (SELECT min(lo) FROM windows)
         AND started_at < (SELECT max(hi) FROM windows)
@@ -222,9 +233,12 @@ QUERY_SPECS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
 
 
 class TrafficProfile:
-    """When the profile is due, and what it must recompute; one per scheduler process."""
+    """When the profile is due, and what it must recompute; one per scheduler process.
+    `archive_dir`: where the store's archived attempts are (DataPaths.archive); None for a
+    store that never archives (a store with archives then fails to refresh, never reads less)."""
 
-    def __init__(self) -> None:
+    def __init__(self, archive_dir: Path | None = None) -> None:
+        self.archive_dir = archive_dir
         self.published_at: datetime | None = None
         self._redo_from: datetime | None = None  # late attempts: their hours are stale
         self._last_ended: datetime | None = None  # the last incident end it published
@@ -246,8 +260,8 @@ class TrafficProfile:
         )
         if not due:
             return False
-        refresh(con, self._stale_from(con, now), now)
-        publish(con, published_dir, now)
+        refresh(con, self._stale_from(con, now), now, self.archive_dir)
+        publish(con, published_dir, now, self.archive_dir)
         self.published_at, self._redo_from, self._last_ended = now, None, ended
         return True
 
@@ -264,32 +278,46 @@ class TrafficProfile:
         return max(since, now - KEEP)
 
 
-def refresh(con: duckdb.DuckDBPyConnection, since: datetime, now: datetime) -> None:
+def refresh(
+    con: duckdb.DuckDBPyConnection,
+    since: datetime,
+    now: datetime,
+    archive_dir: Path | None = None,
+) -> None:
     """Recompute the sizes and latency of every hour from the one holding `since` to now (and
-    the sums of their minutes), in one transaction."""
+    the sums of their minutes), in one transaction, from the attempts wherever they are kept."""
     span = {"lo": _hour(since), "hi": _hour(now) + HOUR}
     con.execute("BEGIN TRANSACTION")
     try:
-        for table, key, sql in (("traffic_sizes", "hour", _REFRESH_SIZES),
-                                ("traffic_answers", "bucket", _REFRESH_ANSWERS),
-                                ("target_latency", "hour", _REFRESH_LATENCY)):  # fmt: skip
-            con.execute(f"DELETE FROM {table} WHERE {key} >= $lo AND {key} < $hi", span)
-            con.execute(sql, span)
+        with stored_attempts(con, archive_dir, [(span["lo"], span["hi"])]):
+            for table, key, sql in (("traffic_sizes", "hour", _REFRESH_SIZES),
+                                    ("traffic_answers", "bucket", _REFRESH_ANSWERS),
+                                    ("target_latency", "hour", _REFRESH_LATENCY)):  # fmt: skip
+                con.execute(f"DELETE FROM {table} WHERE {key} >= $lo AND {key} < $hi", span)
+                con.execute(sql, span)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
 
 
-def publish(con: duckdb.DuckDBPyConnection, published_dir: Any, now: datetime) -> None:
+def publish(
+    con: duckdb.DuckDBPyConnection,
+    published_dir: Any,
+    now: datetime,
+    archive_dir: Path | None = None,
+) -> None:
     since = {"since": now - KEEP}
-    for name, sql, params in (
-        ("traffic_minute", _TRAFFIC_MINUTE, since),
-        ("traffic_sizes", "SELECT * FROM traffic_sizes WHERE hour >= $since", since),
-        ("target_latency", "SELECT * FROM target_latency WHERE hour >= $since", since),
-        ("incident_minutes", _INCIDENT_MINUTES, {**since, "margin": REPLAY_MARGIN}),
-    ):
-        publishing.publish(con, published_dir, name, sql, params, now=now)
+    margin = {**since, "margin": REPLAY_MARGIN}
+    spans = con.execute(_INCIDENT_SPANS, margin).fetchall()
+    with stored_attempts(con, archive_dir, spans):
+        for name, sql, params in (
+            ("traffic_minute", _TRAFFIC_MINUTE, since),
+            ("traffic_sizes", "SELECT * FROM traffic_sizes WHERE hour >= $since", since),
+            ("target_latency", "SELECT * FROM target_latency WHERE hour >= $since", since),
+            ("incident_minutes", _INCIDENT_MINUTES, margin),
+        ):
+            publishing.publish(con, published_dir, name, sql, params, now=now)
 
 
 def _hour(at: datetime) -> datetime:
