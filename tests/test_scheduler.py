@@ -123,3 +123,34 @@ def test_a_late_backlog_is_rolled_up_in_pieces_back_to_its_oldest_attempt(paths:
         assert days == 4
     finally:
         pipeline.close()
+
+
+def test_the_published_attempts_stay_whole_across_cycles_and_compactions(paths: DataPaths):
+    """Each cycle publishes its attempts as one more part; the compaction (the scheduler's
+    other thread) merges them without losing or repeating one, and a restarted pipeline goes
+    on from the parts already published instead of writing the day again."""
+    pipeline = Pipeline(paths)
+    try:
+        for _ in range(13):
+            _traffic(paths, 2, primary_fault=None)
+            pipeline.cycle()
+        before = PublishedData(paths.published).query(
+            "recent_attempts", since=datetime.now(UTC) - timedelta(hours=1), limit=1000
+        )
+        assert pipeline.compact().merged == 12
+    finally:
+        pipeline.close()
+    _traffic(paths, 2, primary_fault=None)
+    restarted = Pipeline(paths)
+    try:
+        restarted.cycle()
+    finally:
+        restarted.close()
+    data = PublishedData(paths.published)
+    after = data.query("recent_attempts", since=datetime.now(UTC) - timedelta(hours=1), limit=1000)
+    assert len(before) == 26 and len(after) == 28
+    assert after[["request_id", "attempt_number"]].duplicated().sum() == 0
+    assert set(before["request_id"]) < set(after["request_id"])
+    parts = data.snapshots()["recent_attempts"].parts
+    # The first cycle's (the whole window, the top tier), the other twelve merged, the restart's.
+    assert [p.tier for p in parts] == [4, 1, 0]
