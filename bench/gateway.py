@@ -1,11 +1,14 @@
-"""`python -m bench.gateway`: what the gateway process adds over calling the provider directly.
+"""`python -m bench.gateway`: what `switchover serve` adds over calling the provider directly, with
+1, 2 and 4 workers, in one run.
 
-Three real processes on loopback: the fake providers, `switchover serve` (one route with one
-target on the fake, telemetry spooled as in production) and this load generator. Open-loop
-load at fixed rates (requests are sent on a schedule, whatever the answers do, so queueing
-shows up in the latency as it would for real users), the same body to the fake directly and
-through the gateway, alternating; then the maximum throughput, closed-loop at a fixed
-concurrency, for 1 and 2 gateway workers. Ratios against the direct calls of the same run.
+Three kinds of real processes on loopback: the fake providers, `switchover serve` (one route with
+one target on the fake, attempts spooled as in production) and this load generator
+(bench.loadgen, aiohttp). For each number of workers, one gateway: open-loop load at fixed rates
+(requests leave on a schedule whatever the answers do, so queueing shows in the latency as it
+would for real callers), then closed loop, `CALLERS` callers back to back, for the most it
+serves. Every phase alternates halves to the fake directly and through the gateway, so drifting
+machine load weighs on both alike, and every gateway figure is read against the direct one of
+its own block. The direct closed-loop phases are the load generator's own rate against the fake.
 """
 
 from __future__ import annotations
@@ -14,20 +17,23 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
+from bench.cputime import machine_busy_s, tree_cpu_s
 from bench.fake_process import REPO, FakeServerProcess, free_port
-from bench.stats import percentile
+from bench.gateway_report import section
+from bench.loadgen import Load, Phase, combined
 
 BODY = {
     "model": "bench",
@@ -35,32 +41,62 @@ BODY = {
     "max_tokens": 64,
 }
 KEY = "bench-gateway-key"
-# httpx's own pool degrades past ~16 concurrent requests per client (see docs/benchmarks.md):
-# more callers would measure the load generator, not the gateway.
+PATH = "/v1/chat/completions"
+WORKERS = (1, 2, 4)
+RATES = (100.0, 300.0)
 CALLERS = 16
+STARTED = "Application startup complete."  # uvicorn's line, once per worker
 
 
 @dataclass(frozen=True)
-class Result:
-    case: str
-    direct_p50: float
-    direct_p99: float
-    gateway_p50: float
-    gateway_p99: float
-    errors: int
+class Sizes:
+    open_s: float = 10.0  # per side and rate, in two alternating halves
+    closed_s: float = 8.0  # per side, in two alternating halves
+    warmup_s: float = 2.0
 
-    def line(self) -> str:
-        return (
-            f"| {self.case} | {self.direct_p50:.2f} / {self.direct_p99:.2f} | "
-            f"{self.gateway_p50:.2f} / {self.gateway_p99:.2f} | "
-            f"+{self.gateway_p50 - self.direct_p50:.2f} / +{self.gateway_p99 - self.direct_p99:.2f}"
-            f" | {self.gateway_p50 / self.direct_p50:.2f}× / "
-            f"{self.gateway_p99 / self.direct_p99:.2f}× | {self.errors} |"
-        )
+
+QUICK = Sizes(open_s=1.0, closed_s=1.0, warmup_s=0.5)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a measurement: what the load generator saw, and the CPU time the server that
+    answered it spent meanwhile (the fake for the direct side, serve's processes for the
+    gateway's; None without /proc)."""
+
+    phase: Phase
+    server_cpu_s: float | None
+
+    def server_busy(self) -> float | None:
+        """The server's CPU time per second of the phase: CPUs it kept busy."""
+        return None if self.server_cpu_s is None else self.server_cpu_s / self.phase.seconds
+
+    def server_us_per_request(self) -> float | None:
+        if self.server_cpu_s is None or not self.phase.requests:
+            return None
+        return self.server_cpu_s / self.phase.requests * 1e6
+
+
+@dataclass(frozen=True)
+class Block:
+    """Everything measured with one gateway of `workers` workers."""
+
+    workers: int
+    callers: int  # of the closed loop
+    open: dict[float, tuple[Side, Side]]  # rate → (direct, gateway)
+    closed: tuple[Side, Side]
+    others: float | None  # the share of the machine's CPUs other processes kept busy
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int
 
 
 @contextlib.contextmanager
-def gateway(fake_url: str, workers: int) -> Iterator[str]:
+def gateway(fake_url: str, workers: int) -> Iterator[Served]:
+    """`switchover serve --workers N` on a free port, until every worker has started."""
     folder = Path(tempfile.mkdtemp(prefix="switchover-bench-gw-"))
     config = folder / "switchover.toml"
     config.write_text(
@@ -68,138 +104,115 @@ def gateway(fake_url: str, workers: int) -> Iterator[str]:
         'api_key_env = "BENCH_FAKE_KEY"\n'
         '[routes.bench]\ntargets = ["fake/gpt-4.1-mini"]\n'
     )
-    port = free_port()
+    port, log = free_port(), folder / "serve.log"
     env = {**os.environ, "BENCH_FAKE_KEY": "k", "SWITCHOVER_GATEWAY_KEYS": KEY}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "serve", "-c", str(config), "--port", str(port),
-         "--workers", str(workers), "--data-dir", str(folder / "data")],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    with log.open("wb") as stderr:  # the access log goes to stdout, the rest here
+        process = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", "serve", "-c", str(config), "--port", str(port),
+             "--workers", str(workers), "--data-dir", str(folder / "data")],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("the gateway did not become ready")
-        yield url
+        _wait_started(url, workers, process, log)
+        yield Served(url, process.pid)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-async def _post(client: httpx.AsyncClient, url: str, latencies: list[float]) -> bool:
-    started = time.perf_counter()
-    response = await client.post(url, json=BODY, headers={"authorization": f"Bearer {KEY}"})
-    latencies.append((time.perf_counter() - started) * 1000)
-    return response.status_code == 200
+def _wait_started(url: str, workers: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    # /readyz answers as soon as one worker does; a worker still starting would get no share
+    # of the first phase's connections.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the gateway exited at start-up:\n{log.read_text()[-2000:]}")
+        if log.read_text(errors="replace").count(STARTED) >= workers:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    return
+        time.sleep(0.2)
+    raise RuntimeError(f"the gateway did not become ready:\n{log.read_text()[-2000:]}")
 
 
-async def open_loop(url: str, rate: float, seconds: float) -> tuple[list[float], int]:
-    """Send at `rate` per second on a fixed schedule, whatever the answers do."""
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        tasks = []
-        start = time.perf_counter()
-        for n in range(int(rate * seconds)):
-            delay = start + n / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(_post(client, url, latencies)))
-        results = await asyncio.gather(*tasks)
-    return latencies, results.count(False)
+class _Meter:
+    """CPU seconds one server's processes spend while a coroutine runs, added up."""
+
+    def __init__(self, cpu_s: Callable[[], float | None]) -> None:
+        self.cpu_s = cpu_s
+        self.total: float | None = 0.0
+
+    async def around(self, measurement: Coroutine[None, None, Phase]) -> Phase:
+        before = self.cpu_s()
+        phase = await measurement
+        after = self.cpu_s()
+        if self.total is None or before is None or after is None:
+            self.total = None
+        else:
+            self.total += after - before
+        return phase
 
 
-async def closed_loop(url: str, concurrency: int, seconds: float) -> tuple[float, int]:
-    """Requests per second with `concurrency` callers sending back to back."""
-    done = errors = 0
-    end = time.perf_counter() + seconds
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-
-        async def caller() -> None:
-            nonlocal done, errors
-            while time.perf_counter() < end:
-                ok = await _post(client, url, latencies)
-                done, errors = done + 1, errors + (not ok)
-
-        await asyncio.gather(*(caller() for _ in range(concurrency)))
-    return done / seconds, errors
+Servers = tuple[Callable[[], float | None], Callable[[], float | None]]
 
 
-def measure(seconds: float, rates: tuple[float, ...]) -> list[str]:
-    lines = [
-        "| load | direct p50 / p99 ms | gateway p50 / p99 ms | added ms | ratio | errors |",
-        "|---|--:|--:|--:|--:|--:|",
-    ]
-    with FakeServerProcess(pin=False) as fake, gateway(fake.url, workers=1) as gw:
-        direct_url, gateway_url = f"{fake.url}/v1/chat/completions", f"{gw}/v1/chat/completions"
-        asyncio.run(open_loop(gateway_url, 50, 2))  # warm-up: connections, imports, caches
-        for rate in rates:
-            direct = gateway_lat = []
-            errors = 0
-            for _ in range(2):  # alternate, so drifting machine load hits both sides alike
-                d, e1 = asyncio.run(open_loop(direct_url, rate, seconds / 2))
-                g, e2 = asyncio.run(open_loop(gateway_url, rate, seconds / 2))
-                direct, gateway_lat, errors = direct + d, gateway_lat + g, errors + e1 + e2
-            lines.append(
-                Result(
-                    f"{rate:g} req/s open loop",
-                    percentile(direct, 50),
-                    percentile(direct, 99),
-                    percentile(gateway_lat, 50),
-                    percentile(gateway_lat, 99),
-                    errors,
-                ).line()
-            )
-        direct_rps, _ = asyncio.run(closed_loop(direct_url, CALLERS, seconds))
-        one_rps, one_err = asyncio.run(closed_loop(gateway_url, CALLERS, seconds))
-    with FakeServerProcess(pin=False) as fake, gateway(fake.url, workers=2) as gw:
-        asyncio.run(open_loop(f"{gw}/v1/chat/completions", 50, 2))
-        two_rps, two_err = asyncio.run(closed_loop(f"{gw}/v1/chat/completions", CALLERS, seconds))
-    lines += [
-        "",
-        f"| maximum throughput, {CALLERS} callers back to back | req/s | errors |",
-        "|---|--:|--:|",
-        f"| fake provider directly | {direct_rps:,.0f} | 0 |",
-        f"| gateway, 1 worker | {one_rps:,.0f} ({one_rps / direct_rps:.2f}×) | {one_err} |",
-        f"| gateway, 2 workers | {two_rps:,.0f} ({two_rps / direct_rps:.2f}×) | {two_err} |",
-    ]
-    return lines
+async def _alternate(
+    direct: Load, through: Load, servers: Servers, start: Callable[[Load], Coroutine]
+) -> tuple[Side, Side]:
+    """The fake directly and through the gateway, each in two halves, alternating."""
+    meters = _Meter(servers[0]), _Meter(servers[1])
+    halves: tuple[list[Phase], list[Phase]] = ([], [])
+    for _ in range(2):
+        for side, load in enumerate((direct, through)):
+            halves[side].append(await meters[side].around(start(load)))
+    return Side(combined(halves[0]), meters[0].total), Side(combined(halves[1]), meters[1].total)
+
+
+async def _block(fake: FakeServerProcess, served: Served, workers: int, sizes: Sizes) -> Block:
+    headers = {"authorization": f"Bearer {KEY}"}
+    direct, through = Load(fake.url + PATH, BODY, headers), Load(served.url + PATH, BODY, headers)
+    servers: Servers = (fake.cpu_s, lambda: tree_cpu_s(served.pid))
+    await through.open_loop(50, sizes.warmup_s)  # connections, imports, caches
+    busy, ours, began = machine_busy_s(), tree_cpu_s(os.getpid()), time.perf_counter()
+    rows = {}
+    half_open, half_closed = sizes.open_s / 2, sizes.closed_s / 2
+    for rate in RATES:
+        rows[rate] = await _alternate(
+            direct, through, servers, lambda load, r=rate: load.open_loop(r, half_open)
+        )
+    closed = await _alternate(
+        direct, through, servers, lambda load: load.closed_loop(CALLERS, half_closed)
+    )
+    return Block(workers, CALLERS, rows, closed, _others(busy, ours, time.perf_counter() - began))
+
+
+def _others(busy: float | None, ours: float | None, wall_s: float) -> float | None:
+    """The share of the machine's CPUs that processes other than this bench's kept busy."""
+    after_busy, after_ours = machine_busy_s(), tree_cpu_s(os.getpid())
+    if busy is None or ours is None or after_busy is None or after_ours is None:
+        return None
+    theirs = (after_busy - busy) - (after_ours - ours)
+    return max(0.0, theirs / (wall_s * (os.cpu_count() or 1)))
+
+
+def measure(sizes: Sizes, say: Callable[[str], None] = print) -> list[Block]:
+    blocks = []
+    with FakeServerProcess(pin=False) as fake:
+        for workers in WORKERS:
+            say(f"gateway with {workers} worker(s)")
+            with gateway(fake.url, workers) as served:
+                blocks.append(asyncio.run(_block(fake, served, workers, sizes)))
+    return blocks
 
 
 BEGIN = "<!-- begin: gateway, generated by `make bench`; edits here are overwritten -->"
 END = "<!-- end: gateway -->"
-
-
-def section(lines: list[str], *, command: str, runtime_s: float, when: datetime) -> str:
-    return "\n".join(
-        [
-            "## Gateway",
-            "",
-            f"- Command: `{command}` (this part ran {runtime_s / 60:.1f} min)",
-            f"- Date: {when:%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs shared by the load "
-            "generator, `switchover serve` and the fake provider (three processes)",
-            "- Open loop: requests leave on a fixed schedule whatever the answers do, the same "
-            "body to the fake provider directly and through the gateway (one route, one "
-            "target, attempts spooled as in production), alternating halves of each phase",
-            "",
-            *lines,
-            "",
-            "How to read this: *added* is what a caller waits for on top of the provider, at "
-            "that load; the throughput rows are the most the gateway serves on this machine "
-            f"with {CALLERS} callers, against what the same load generator gets from the fake "
-            "provider directly.",
-        ]
-    )
 
 
 def write(path: Path, text: str) -> None:
@@ -216,15 +229,19 @@ def write(path: Path, text: str) -> None:
 
 def run(quick: bool, command: str) -> str:
     started, when = time.monotonic(), datetime.now(UTC)
-    lines = measure(2.0 if quick else 20.0, (50.0, 200.0))
-    text = section(lines, command=command, runtime_s=time.monotonic() - started, when=when)
+
+    def say(what: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f} s] {what}", file=sys.stderr, flush=True)
+
+    blocks = measure(QUICK if quick else Sizes(), say)
+    text = section(blocks, command=command, runtime_s=time.monotonic() - started, when=when)
     print("\n" + text, flush=True)
     return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="2 s phases instead of 20 s")
+    parser.add_argument("--quick", action="store_true", help="1 s phases instead of 8-10 s")
     args = parser.parse_args()
     run(args.quick, "python -m bench.gateway" + (" --quick" if args.quick else ""))
 

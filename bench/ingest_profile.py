@@ -1,5 +1,5 @@
-"""`python -m bench.ingest_profile [--batches N]`: where `ingest_spool`'s time goes for the shape
-that misses its target (100 spool files × 1,000 rows), seen by two profilers:
+"""`python -m bench.ingest_profile [--batches N] [--levers]`: where `ingest_spool`'s time goes
+for 100 spool files × 1,000 rows (the recorder's files at low traffic), seen by two profilers:
 
 1. DuckDB's own (`enable_profiling = 'json'`), on the batch's INSERT as `ingest_spool` runs it
    (a connection wrapper switches it on around that one statement): each operator's time,
@@ -9,9 +9,12 @@ that misses its target (100 spool files × 1,000 rows), seen by two profilers:
    engine/store/ingest.py, and within the INSERT per kind of DuckDB native function. DuckDB's
    wheel is stripped, so only the functions it exports have names; the others are "unnamed".
 
-Then the levers, in interleaved runs of the same INSERT into a bare `attempts` table (median
-wall and CPU time of `repeat` runs each): the same 100,000 rows as 100, 10 and 1 files, and the
-100 files into row groups of 61,440 rows (engine/store/db.py) and of 30,720.
+Then the levers, in interleaved runs of the same INSERT into a bare `attempts` table (medians of
+`repeat` runs each: rows/s, CPU a row, and the share of that CPU on DuckDB's worker threads,
+which says whether it appended on both cores whatever else the machine runs): the same
+100,000 rows as 100, 10 and 1 files; the scheduler's full call, 500 files of 1,000 rows; and
+the 100 files into row groups of 61,440 rows (engine/store/db.py) and of 30,720.
+`--levers` measures only those.
 
 Prints the breakdowns and the levers; writes nothing outside a temporary directory.
 """
@@ -20,14 +23,17 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import linecache
+import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,6 +47,7 @@ from engine.records import COLUMN_NAMES, DUCKDB_COLUMNS
 from engine.store import ingest as ingest_module
 from engine.store import ingest_spool, open_store
 from engine.store.db import ROW_GROUP_SIZE
+from engine.store.ingest import MAX_FILES
 
 FILES, ROWS = 100, 1_000
 RATE_HZ = 200  # higher, and py-spy's native unwinding falls behind
@@ -259,63 +266,99 @@ def report(profiled: ProfiledInsert, b: Breakdown) -> str:
 # --- the levers ----------------------------------------------------------------------------
 
 
-def levers(root: Path, repeat: int = 5) -> dict[str, tuple[float, float]]:
-    """(wall seconds, CPU seconds) per variant, medians over interleaved runs."""
-    variants = {  # label: (files, row group size)
-        f"{FILES} files × {ROWS:,} rows, row groups of {ROW_GROUP_SIZE:,}": (FILES, ROW_GROUP_SIZE),
-        f"10 files × {FILES * ROWS // 10:,} rows, row groups of {ROW_GROUP_SIZE:,}": (
-            10, ROW_GROUP_SIZE
-        ),
-        f"1 file × {FILES * ROWS:,} rows, row groups of {ROW_GROUP_SIZE:,}": (1, ROW_GROUP_SIZE),
-        f"{FILES} files × {ROWS:,} rows, row groups of {ROW_GROUP_SIZE // 2:,}": (
-            FILES, ROW_GROUP_SIZE // 2
-        ),
-    }  # fmt: skip
+@dataclass(frozen=True)
+class Lever:
+    files: int
+    rows: int  # a file
+    row_group: int = ROW_GROUP_SIZE
+
+    @property
+    def label(self) -> str:
+        return f"{self.files} files × {self.rows:,} rows, row groups of {self.row_group:,}"
+
+
+# The same 100,000 rows in fewer, larger files; the scheduler's full call (500 files); and
+# smaller row groups.
+LEVERS = (
+    Lever(FILES, ROWS), Lever(10, FILES * ROWS // 10), Lever(1, FILES * ROWS),
+    Lever(MAX_FILES, ROWS), Lever(FILES, ROWS, ROW_GROUP_SIZE // 2),
+)  # fmt: skip
+
+
+@dataclass
+class Lap:
+    wall: float
+    cpu: float  # of every thread of the process
+    workers: float  # of which DuckDB's worker threads (all but the calling one)
+
+
+def levers(root: Path, repeat: int = 5) -> dict[Lever, Lap]:
+    """The median lap per lever over interleaved runs of the same INSERT into a bare table."""
     tables = {}
-    for i, (label, (_, group)) in enumerate(variants.items()):
+    for i, lever in enumerate(LEVERS):
         con = duckdb.connect()
-        con.execute(f"ATTACH '{root}/lever-{i}.duckdb' AS s (ROW_GROUP_SIZE {group})")
+        con.execute(f"ATTACH '{root}/lever-{i}.duckdb' AS s (ROW_GROUP_SIZE {lever.row_group})")
         con.execute("USE s")
         con.execute(f"CREATE TABLE attempts ({DUCKDB_COLUMNS}, batch_id BIGINT NOT NULL)")
         con.execute("SET preserve_insertion_order = false")  # as ingest.py does
-        tables[label] = con
+        tables[lever] = con
     insert = (
         f"INSERT INTO attempts ({', '.join(COLUMN_NAMES)}, batch_id) "
-        f"SELECT {', '.join(COLUMN_NAMES)}, 0 FROM read_parquet($files, union_by_name = true)"
+        f"SELECT {', '.join(COLUMN_NAMES)}, 0 FROM read_parquet($files)"  # as ingest.py reads
     )
-    times: dict[str, list[tuple[float, float]]] = {label: [] for label in variants}
+    laps: dict[Lever, list[Lap]] = {lever: [] for lever in LEVERS}
     for r in range(repeat):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))
-        for label in order:
-            files = variants[label][0]
-            spool = root / f"lever-{r}-{list(variants).index(label)}"
-            spool_files(spool, files, FILES * ROWS // files, NOW, timedelta(seconds=1), 900 + r)
+        for i, lever in enumerate(LEVERS if r % 2 == 0 else reversed(LEVERS)):
+            spool = root / f"lever-{r}-{i}"
+            spool_files(spool, lever.files, lever.rows, NOW, timedelta(seconds=1), 900 + r)
             paths = [str(p) for p in sorted(spool.iterdir())]
-            con = tables[label]
-            started, cpu = time.perf_counter(), time.process_time()
+            con = tables[lever]
+            before, started = _thread_cpu(), time.perf_counter()
             con.begin()
             con.execute(insert, {"files": paths})
             con.commit()
-            times[label].append((time.perf_counter() - started, time.process_time() - cpu))
+            wall, after = time.perf_counter() - started, _thread_cpu()
+            main = threading.get_native_id()
+            spent = {t: after[t] - before.get(t, 0.0) for t in after}
+            laps[lever].append(Lap(wall, sum(spent.values()), sum(spent.values()) - spent[main]))
     for con in tables.values():
         con.close()
     return {
-        label: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t))
-        for label, t in times.items()
-    }
+        lever: Lap(*(statistics.median(getattr(lap, f) for lap in done)
+                     for f in ("wall", "cpu", "workers")))
+        for lever, done in laps.items()
+    }  # fmt: skip
 
 
-def levers_report(measured: dict[str, tuple[float, float]]) -> str:
-    lines = ["The levers: the same INSERT into a bare table (median wall / CPU time per batch):"]
-    for label, (wall, cpu) in measured.items():
-        rate = FILES * ROWS / wall
-        lines.append(f"  {rate:10,.0f} rows/s  {wall * 1000:6.0f} / {cpu * 1000:4.0f} ms  {label}")
+def _thread_cpu() -> dict[int, float]:
+    """CPU seconds of each thread of this process (utime + stime in /proc/self/task)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            fields = Path(f"/proc/self/task/{task}/stat").read_text().rsplit(")", 1)[1].split()
+            found[int(task)] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def levers_report(measured: dict[Lever, Lap]) -> str:
+    lines = [
+        "The levers: the same INSERT into a bare table (medians; CPU of every thread, and the "
+        "share of it on DuckDB's worker threads: above 0 %, it appended on both cores):"
+    ]
+    for lever, lap in measured.items():
+        rows = lever.files * lever.rows
+        lines.append(
+            f"  {rows / lap.wall:10,.0f} rows/s  {1e6 * lap.cpu / rows:5.2f} µs CPU a row "
+            f"({lap.workers / lap.cpu:4.0%} on workers)  {lever.label}"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest_profile", description=__doc__)
     parser.add_argument("--batches", type=int, default=30, help="batches py-spy samples")
+    parser.add_argument("--levers", action="store_true", help="only the levers, no profiles")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -323,6 +366,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench-ingest-profile-") as tmp:
         root = Path(tmp)
+        if args.levers:
+            print(levers_report(levers(root)))
+            return
         profiled = duckdb_profile(root)
         breakdown = analyse(sample(root, args.batches), args.batches)
         print(report(profiled, breakdown), flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.clock import SystemClock, VirtualClock
-from engine.recorder import Recorder
+from engine.recorder import FILE_ROWS, FlushPacing, Recorder
 from engine.records import ARROW_SCHEMA, HOST
 from engine.types import Attempt
 
@@ -282,6 +284,95 @@ def test_close_writes_everything_and_can_be_called_twice(tmp_path, recorder_at):
 
     assert len(spooled_ids(tmp_path)) == 3
     assert recorder.stats().buffered == 0
+
+
+# --- how large the files are: FlushPacing, on a virtual clock ---------------------------------
+
+INTERVAL_S, MIN_ROWS = 1.0, 1_000
+TICK_S = 0.001
+WRITE_S, ROW_S = 0.002, 11e-6  # a flush: ~2 ms a file and ~11 µs a row (docs/benchmarks.md)
+
+
+@dataclass(frozen=True)
+class Written:
+    rows: int
+    age_s: float  # from the recording of its oldest attempt to the end of its write
+
+
+def paced_files(phases: list[tuple[float, float]]) -> list[Written]:
+    """Attempts arriving at `rate`/s for `seconds`, phase after phase, and a flusher that does
+    what Recorder._run does: sleep until the pacing's due time or until its threshold of rows
+    waits, then write everything waiting, in files of at most FILE_ROWS, taking virtual time."""
+    clock = VirtualClock()
+    pacing = FlushPacing(INTERVAL_S, MIN_ROWS, FILE_ROWS, clock.now())
+    arrivals = [rate * TICK_S for rate, seconds in phases for _ in range(round(seconds / TICK_S))]
+    files: list[Written] = []
+    buffered, oldest = 0, 0.0  # attempts waiting, and when the first of them was recorded
+    writing: tuple[float, float, int] | None = None  # (began, ends, rows)
+    tick, owed = 0, 0.0
+    while tick < len(arrivals) or buffered or writing:
+        now = clock.now()
+        if tick < len(arrivals):
+            owed += arrivals[tick]
+            arrived = round(owed) if tick == len(arrivals) - 1 else int(owed)  # all, at the end
+            if arrived and not buffered:
+                oldest = now
+            buffered, owed = buffered + arrived, owed - arrived
+        if writing and now >= writing[1]:
+            pacing.wrote(*writing)
+            writing = None
+        if not writing and buffered and (now >= pacing.due() or buffered >= pacing.threshold):
+            ends = now + WRITE_S * -(-buffered // FILE_ROWS) + ROW_S * buffered
+            for start in range(0, buffered, FILE_ROWS):
+                files.append(Written(min(FILE_ROWS, buffered - start), ends - oldest))
+            writing, buffered = (now, ends, buffered), 0
+        elif not writing and now >= pacing.due():
+            pacing.wrote(now, now, 0)  # an idle cycle: nothing waiting
+        clock.advance(TICK_S)
+        tick += 1
+    return files
+
+
+@pytest.mark.parametrize(
+    ("rate", "low", "high"),
+    [
+        (200, 180, 200),  # below flush_rows a second: a file a second, as before
+        (1_000, 900, 1_000),
+        (5_000, 4_000, 5_000),  # busy: about a second of traffic, not five 1,000-row files
+        (20_000, FILE_ROWS, FILE_ROWS),  # beyond FILE_ROWS a second: files of FILE_ROWS
+    ],
+)
+def test_files_hold_about_an_interval_of_traffic_up_to_file_rows(rate, low, high):
+    files = paced_files([(rate, 10.0)])
+    steady = sorted(f.rows for f in files[len(files) // 2 :])
+    assert low <= steady[len(steady) // 2] <= high
+
+
+@pytest.mark.parametrize("rate", [50, 1_000, 5_000, 20_000, 60_000])
+def test_every_attempt_is_written_within_the_interval_at_any_steady_rate(rate):
+    files = paced_files([(rate, 6.0)])
+    assert sum(f.rows for f in files) == round(rate * 6.0)
+    assert max(f.age_s for f in files) <= INTERVAL_S
+
+
+def test_a_burst_wakes_the_flusher_early_and_keeps_the_deadline():
+    """Traffic ten times higher all at once: the files double over a few writes instead of
+    waiting for the interval, and no attempt waits longer than the interval meanwhile."""
+    files = paced_files([(1_000, 4.0), (10_000, 4.0)])
+    assert max(f.age_s for f in files) <= INTERVAL_S
+    grown = [f.rows for f in files]
+    assert all(b <= 2 * a + 10 for a, b in itertools.pairwise(grown))  # + a tick's arrivals
+    assert grown[-2] >= 8_000
+
+
+def test_files_shrink_back_when_traffic_falls():
+    files = paced_files([(10_000, 4.0), (100, 4.0)])
+    assert all(95 <= f.rows <= 100 for f in files[-4:-1])  # the last: what the end left
+    assert max(f.age_s for f in files) <= INTERVAL_S
+
+
+def test_a_recorder_that_has_seen_no_traffic_writes_at_flush_rows():
+    assert paced_files([(10_000, 1.0)])[0].rows == MIN_ROWS
 
 
 # --- process exit --------------------------------------------------------------------------

@@ -104,8 +104,8 @@ def header_safe(value: str) -> str:
     """A caller-chosen name (`provider/model` is free text) as a header value: printable
     ASCII, everything else percent-escaped, so no name can break or inject a header line."""
     value = value[:256]
-    # h11 refuses a value that starts or ends with a blank (RFC 9110 field-value), and a
-    # refused header costs the caller the whole answer: those blanks are escaped too.
+    # RFC 9110 field values neither start nor end with a blank; a client (h11 among them)
+    # refuses such a header, which costs the caller the whole answer: those are escaped too.
     edges = value[:1].isspace() or value[-1:].isspace()
     if not edges and all(" " <= c <= "~" for c in value):
         return value

@@ -1,5 +1,7 @@
-"""The gateway's HTTP/1.1 connections: uvicorn's h11 protocol with the guards uvicorn lacks, so
-that callers who send slowly, or never finish, cannot hold a worker's file descriptors.
+"""The gateway's HTTP/1.1 connections: uvicorn's httptools protocol (llhttp, the parser of
+Node.js, in C) with the guards uvicorn lacks, so that callers who send slowly, or never finish,
+cannot hold a worker's file descriptors. httptools, not h11: a worker spends 11-17 % less CPU
+a request on it (docs/benchmarks.md, "Gateway: where a worker's CPU goes").
 
 Each connection is in one phase; every phase that waits on the caller is bounded:
 
@@ -38,16 +40,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import h11
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from engine.gateway.dialects.anthropic import error_type_for
 
 log = logging.getLogger("switchover.gateway")
 
-H11_MAX_HEAD_BYTES = 16 * 1024  # h11's own default, passed to uvicorn explicitly
+# A head still arriving past this gets a 431 (h11's buffer, which the gateway used to run on;
+# llhttp has no limit of its own). One that arrives whole in one read is parsed whatever its size.
+MAX_HEAD_BYTES = 16 * 1024
 LINGER_S = 1.0  # closing with unread bytes resets the connection and loses our answer
 MAX_LINGERING = 16  # connections draining at once, per worker: the rest close at once
 LOG_INTERVAL_S = 60.0
@@ -153,7 +156,8 @@ class LoopErrorLog:
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvicorn's loop factory (`loop=LOOP_FACTORY`, a string so that it reaches every worker):
-    asyncio's own loop, with the throttled exception handler."""
+    asyncio's own loop, with the throttled exception handler. Not uvloop: measured, it took no
+    CPU off a worker's request (docs/benchmarks.md, "Gateway: where a worker's CPU goes")."""
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(LoopErrorLog())
     return loop
@@ -183,12 +187,12 @@ class _Room:
     """One server's open connections, and those waiting on their callers, oldest first."""
 
     def __init__(self) -> None:
-        self.open: set[GuardedH11Protocol] = set()
-        self.heads: dict[GuardedH11Protocol, None] = {}  # insertion order: oldest first
-        self.idle: dict[GuardedH11Protocol, None] = {}
-        self.lingering: set[GuardedH11Protocol] = set()  # answered, draining, not yet closed
+        self.open: set[GuardedHttpToolsProtocol] = set()
+        self.heads: dict[GuardedHttpToolsProtocol, None] = {}  # insertion order: oldest first
+        self.idle: dict[GuardedHttpToolsProtocol, None] = {}
+        self.lingering: set[GuardedHttpToolsProtocol] = set()  # answered, draining, not yet closed
 
-    def oldest_waiting(self) -> GuardedH11Protocol | None:
+    def oldest_waiting(self) -> GuardedHttpToolsProtocol | None:
         for waiting in (self.heads, self.idle):
             for connection in waiting:
                 return connection
@@ -198,9 +202,9 @@ class _Room:
 _ROOMS: weakref.WeakKeyDictionary[ServerState, _Room] = weakref.WeakKeyDictionary()
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's H11Protocol, with the phases of the module docstring. uvicorn builds one per
-    connection; `limits` is bound with functools.partial (engine.gateway.server)."""
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's HttpToolsProtocol, with the phases of the module docstring. uvicorn builds one
+    per connection; `limits` is bound with functools.partial (engine.gateway.server)."""
 
     def __init__(
         self,
@@ -217,6 +221,8 @@ class GuardedH11Protocol(H11Protocol):
         self.phase: Phase = "head"
         self._room = _ROOMS.setdefault(server_state, _Room())
         self._timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0  # of the head now arriving
+        self._head_begun = False  # llhttp is inside a request line or headers
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -237,23 +243,34 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self.phase == "closing":
             return  # drained before the close: nobody reads it
+        if self.phase == "idle":
+            self._enter("head")  # the first byte of the next request: its head's clock starts
+        if self.phase == "head":
+            self._head_bytes += len(data)
         cycle = self.cycle
         super().data_received(data)
         if self.phase == "closing":
             return  # a 400 went out
         if self.cycle is not cycle:
             self._enter("busy")  # uvicorn made the request's cycle: the head is in
-        elif self.phase == "idle":
-            self._enter("head")  # the first byte of the next request: its head's clock starts
+        elif self.phase == "head" and self._head_bytes > MAX_HEAD_BYTES:
+            self._close(431, f"the request line and headers are over {MAX_HEAD_BYTES // 1024} KiB")
+
+    def on_message_begin(self) -> None:
+        self._head_begun = True
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._head_begun = False
+        super().on_headers_complete()
 
     def on_response_complete(self) -> None:
-        cycle = self.cycle
         super().on_response_complete()
         if self.phase == "closing" or self.transport.is_closing():
             return
-        if self.cycle is not cycle:
-            self._enter("busy")  # a pipelined request was waiting
-        elif self.conn.trailing_data[0]:
+        if not self.cycle.response_complete:
+            self._enter("busy")  # a pipelined request was waiting: uvicorn has started it
+        elif self._head_begun:
             self._unset_keepalive_if_required()  # part of the next head is here: not idle
             self._enter("head")
         else:
@@ -270,14 +287,8 @@ class GuardedH11Protocol(H11Protocol):
         super().shutdown()
 
     def send_400_response(self, msg: str) -> None:
-        """After h11 refused the request (uvicorn's plain-text answer, replaced): 431 when the
-        head outgrew h11's buffer, else 400."""
-        limit = self.config.h11_max_incomplete_event_size or H11_MAX_HEAD_BYTES
-        if len(self.conn.trailing_data[0]) > limit:
-            message = f"the request line and headers are over {limit // 1024} KiB"
-            self._close(431, message)
-        else:
-            self._close(400, "malformed HTTP request: not valid HTTP/1.1")
+        """After llhttp refused the request (uvicorn's plain-text answer, replaced)."""
+        self._close(400, "malformed HTTP request: not valid HTTP/1.1")
 
     def _head_timed_out(self) -> None:
         self._timer = None
@@ -293,10 +304,12 @@ class GuardedH11Protocol(H11Protocol):
         transport = self.transport
         if transport.is_closing():
             return
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.disconnected = True  # the app's answer, if any, is dropped
-            self.cycle.message_event.set()
-        if status is not None and self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+        cycle = self.cycle
+        between = cycle is None or cycle.response_complete  # no request, or its answer is out
+        if not between:
+            cycle.disconnected = True  # the app's answer, if any, is dropped
+            cycle.message_event.set()
+        if status is not None and (between or not cycle.response_started):
             transport.write(error_response(status, message))
         room = self._room
         if linger and transport.can_write_eof() and len(room.lingering) < MAX_LINGERING:
@@ -318,6 +331,7 @@ class GuardedH11Protocol(H11Protocol):
             room.lingering.discard(self)
         self.phase = phase
         if phase == "head":
+            self._head_bytes = 0
             room.heads[self] = None
             timeout = self.limits.header_timeout_s
             self._timer = self.loop.call_later(timeout, self._head_timed_out)

@@ -41,12 +41,7 @@ from engine.config import GatewayConfig, load_config
 from engine.errors import ConfigError
 from engine.gateway.admin import ADMIN_KEYS_ENV
 from engine.gateway.app import DEFAULT_MAX_BODY_BYTES, GatewaySettings, create_app
-from engine.gateway.protocol import (
-    H11_MAX_HEAD_BYTES,
-    LOOP_FACTORY,
-    ConnectionLimits,
-    GuardedH11Protocol,
-)
+from engine.gateway.protocol import LOOP_FACTORY, ConnectionLimits, GuardedHttpToolsProtocol
 from engine.paths import DATA_DIR_ENV, DataPaths
 
 log = logging.getLogger("switchover.gateway")
@@ -151,11 +146,10 @@ def uvicorn_options(gateway: GatewayConfig, *, descriptors: int) -> dict[str, An
     bound to its class with a partial, and the loop factory is named by its import path."""
     limits = connection_limits(gateway, descriptors)
     return {
-        "http": functools.partial(GuardedH11Protocol, limits=limits),
+        "http": functools.partial(GuardedHttpToolsProtocol, limits=limits),
         "loop": LOOP_FACTORY,
         "ws": "none",  # no WebSocket routes: an upgrade is answered as plain HTTP
         "timeout_keep_alive": gateway.keep_alive_timeout_s,
-        "h11_max_incomplete_event_size": H11_MAX_HEAD_BYTES,
         "backlog": listen_backlog(limits.max_connections),
         "limit_concurrency": None,  # max_connections, in the protocol, does it better
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,

@@ -54,7 +54,11 @@ _NEW_ROWS = f"""
     SELECT {_COLUMNS} FROM attempts
     WHERE batch_id > $after AND batch_id <= $through AND started_at >= $since
 """
-_LAST_BATCH = "SELECT max(batch_id) FROM attempts"
+# The last batch an ingest took, from its sequence: max(batch_id) would read the column of
+# every attempt stored (a rolled-back batch only leaves a number no row has).
+_LAST_BATCH = (
+    "SELECT max(last_value) FROM duckdb_sequences() WHERE sequence_name = 'ingest_batch_seq'"
+)
 _compacting = threading.Lock()  # one merge at a time; appends go on meanwhile
 
 

@@ -111,7 +111,9 @@ _PULL = f"""
     SELECT xact_id::text::bigint, id, {_COLUMNS} FROM {TABLE}
     WHERE (xact_id, id) > (%(xact_id)s::text::xid8, %(id)s)
       AND xact_id < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY xact_id, id
+    -- The table's columns, not the output's bigint of the same name: sorting by that took
+    -- the whole backlog every call (4-7 s at 2 M rows); by these, an index scan.
+    ORDER BY {TABLE}.xact_id, {TABLE}.id
     LIMIT %(limit)s
 """
 _PRUNE = f"""

@@ -93,6 +93,25 @@ def test_a_file_from_an_older_recorder_without_a_nullable_column_is_ingested(sto
     assert rows == [("req-1", None), ("req-2", "provider")]
 
 
+@pytest.mark.parametrize("older_first", [True, False])
+def test_files_of_two_recorder_versions_are_ingested_in_one_batch(store, spool, older_first):
+    """Around an upgrade a batch holds files with and without a column added since: read by
+    name in one transaction, whichever comes first, with NULL where a file lacks it."""
+    old = write_table(spool, "old", table([make_attempt()]).drop_columns(["fault_kind"]))
+    new = write_spool(spool, "new", [make_attempt(request_id="req-2", fault_kind="provider")])
+    first, second = (old, new) if older_first else (new, old)
+    os.utime(first, ns=(10**9, 10**9))
+    os.utime(second, ns=(2 * 10**9, 2 * 10**9))
+
+    result = ingest_spool(store, spool)
+
+    assert (result.files, result.rows, result.quarantined) == (2, 2, 0)
+    rows = store.execute("SELECT request_id, fault_kind FROM attempts ORDER BY 1").fetchall()
+    assert rows == [("req-1", None), ("req-2", "provider")]
+    assert store.execute("SELECT count(DISTINCT batch_id) FROM attempts").fetchone() == (1,)
+    assert list(spool.iterdir()) == []
+
+
 def test_a_failure_of_the_store_keeps_every_file_and_quarantines_none(store, spool):
     fill_spool(spool, files=3, rows=5)
     store.execute("ALTER TABLE attempts ADD COLUMN required_now INT NOT NULL DEFAULT 1")
