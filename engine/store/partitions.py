@@ -139,23 +139,34 @@ def _write_part(
     con: duckdb.DuckDBPyConnection, published_dir: Path, after: int, through: int,
     since: datetime, tier: int,
 ) -> Part:  # fmt: skip
+    first = max(after + 1, 0)
+    query = _NEW_ROWS + ("" if tier else " ORDER BY started_at")
+    params = {"after": after, "through": through, "since": since}
+    file, rows = _copy_part(con, published_dir, f"{first:012d}-{through:012d}-t{tier}",
+                            query, params)  # fmt: skip
+    (newest,) = con.execute(
+        "SELECT max(started_at) FROM read_parquet($f)", {"f": str(published_dir / file)}
+    ).fetchone()
+    return Part(file, rows, first, through, newest or since, tier)
+
+
+def _copy_part(
+    con: duckdb.DuckDBPyConnection, published_dir: Path, name: str, query: str,
+    params: dict[str, object],
+) -> tuple[str, int]:  # fmt: skip
+    """`query`'s rows as the part `name`, written aside and renamed into place: (its file,
+    relative to the published directory, and its rows)."""
     folder = published_dir / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"{max(after + 1, 0):012d}-{through:012d}-t{tier}.parquet"
-    temp, final = folder / f".{name}.tmp", folder / name
-    query = _NEW_ROWS + ("" if tier else " ORDER BY started_at")
+    temp, final = folder / f".{name}.parquet.tmp", folder / f"{name}.parquet"
     copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
-    params = {"after": after, "through": through, "since": since}
     try:
         (rows,) = con.execute(copy, params).fetchone()
-        (newest,) = con.execute(
-            "SELECT max(started_at) FROM read_parquet($f)", {"f": str(temp)}
-        ).fetchone()
         os.replace(temp, final)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    return Part(f"{FOLDER}/{name}", rows, max(after + 1, 0), through, newest or since, tier)
+    return f"{FOLDER}/{final.name}", rows
 
 
 def _parts(published_dir: Path) -> tuple[Part, ...]:
@@ -177,24 +188,17 @@ def _merge(published_dir: Path, parts: tuple[Part, ...], tier: int, since: datet
     """One part from `parts` (the rows still in the window, in batch order), on a connection
     of its own: the store's belongs to the cycle."""
     first, last = parts[0].first_batch, parts[-1].last_batch
-    name = f"{first:012d}-{last:012d}-t{tier}.parquet"
-    folder = published_dir / FOLDER
-    temp, final = folder / f".{name}.tmp", folder / name
     files = [str(published_dir / p.file) for p in parts]
     con = duckdb.connect(config={"threads": 1})  # beside the cycle, on a 2-core machine
     try:
         con.execute("SET TimeZone = 'UTC'")
         select = "SELECT * FROM read_parquet($files) WHERE started_at >= $since"
-        copy = f"COPY ({select}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
-        (rows,) = con.execute(copy, {"files": files, "since": since}).fetchone()
-        os.replace(temp, final)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+        file, rows = _copy_part(con, published_dir, f"{first:012d}-{last:012d}-t{tier}",
+                                select, {"files": files, "since": since})  # fmt: skip
     finally:
         con.close()
     newest = max(p.newest for p in parts)
-    return Part(f"{FOLDER}/{name}", rows, first, last, newest, tier)
+    return Part(file, rows, first, last, newest, tier)
 
 
 def _swap(published_dir: Path, old: tuple[Part, ...], new: Part | None, now: datetime) -> None:
