@@ -190,7 +190,7 @@ class Pipeline:
         if oldest is not None and oldest < started - timedelta(hours=1):  # late data:
             self._days_stale_from = min(self._days_stale_from or oldest, oldest)  # days too
         self._telemetry(started)  # before the alerts: telemetry_lag and _loss read its tables
-        alerts_changed = self._watch(started, late) or readiness_changed
+        alerts_changed = self._watch(started, since, late) or readiness_changed
         stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
         if rows or events or alerts_changed or stale:
             self.publish(started)
@@ -268,11 +268,12 @@ class Pipeline:
             log.exception("taking in evals and drills failed; tried again next cycle")
             return False
 
-    def _watch(self, now: datetime, late: bool) -> bool:
+    def _watch(self, now: datetime, refreshed_from: datetime, late: bool) -> bool:
         """The alerting pass; whether its snapshots changed. Its failure is logged, never
         raised: ingest and publishing must go on (telemetry lag is itself an alert)."""
         try:
-            return self.watch.run(self.con, now, late=late).changed
+            report = self.watch.run(self.con, now, late=late, refreshed_from=refreshed_from)
+            return report.changed
         except Exception:
             log.exception("the alerting pass failed; it runs again next cycle")
             return False

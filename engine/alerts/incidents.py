@@ -26,13 +26,13 @@ are two incidents, each with its own routes and top error. From the minute rollu
 
 A window ends `settle` after its last fault, or at the end of the last minute its routes were
 still kept from the target, whichever is later; until then it is ongoing. The impact and cost of
-each window are computed by engine.alerts.incident_impact.
+each window are computed by engine.alerts.incident_impact. The bad and held minutes are read by
+engine.alerts.incident_evidence, which keeps them between passes.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -43,6 +43,7 @@ import pyarrow as pa
 
 from engine.alerts import incident_impact
 from engine.alerts.families import BY_NAME, FAMILIES
+from engine.alerts.incident_evidence import Evidence, Held, Minutes
 from engine.store.retention import refresh_floor
 
 MINUTE = timedelta(minutes=1)
@@ -96,63 +97,23 @@ class Window:
         return max((last_fault_at or self.last_fault + MINUTE) + settle, self.held_until)
 
 
-def _target_minutes() -> str:
-    sums = ", ".join(f"sum({f.rollup_sum})::BIGINT AS {f.name}" for f in FAMILIES)
-    return f"""
-        SELECT target, any_value(provider) AS provider, bucket, sum(attempts)::BIGINT AS n,
-            {sums}
-        FROM rollup_minute GROUP BY target, bucket
-        HAVING {" OR ".join(f"{f.name} > 0" for f in FAMILIES)}
-        ORDER BY target, bucket
-    """
-
-
-_TARGET_MINUTES = _target_minutes()
-# The minutes when the routes whose primary is a target did not get it; the minutes a drill
-# held that target down on that route are an exercise, left out (its end included: a drill that
-# ended itself at its first failed request may end the moment it started).
-_HELD_MINUTES = """
-    SELECT p.target, r.bucket,
-        sum(r.requests - r.request_faults - r.abandoned)::BIGINT AS n,
-        sum(r.answered_by_fallback - coalesce(r.drill_fallbacks, 0) + r.unavailable
-            + r.broken_streams)::BIGINT AS bad
-    FROM rollup_minute r JOIN route_primaries p USING (route)
-    WHERE NOT EXISTS (
-        SELECT 1 FROM drills d WHERE d.route = r.route AND d.target = p.target
-            AND d.started_at < r.bucket + INTERVAL 1 MINUTE
-            AND coalesce(d.ended_at, d.ends_at) >= r.bucket)
-    GROUP BY ALL
-    HAVING bad > 0 AND bad >= $rate * n
-"""
-
-Minutes = dict[datetime, dict[str, tuple[int, float]]]  # bucket → family → (faults, share)
-Held = dict[datetime, tuple[int, float]]  # bucket → (requests kept from it, share)
-
-
 def detect(
-    con: duckdb.DuckDBPyConnection, now: datetime, policy: IncidentPolicy | None = None
+    con: duckdb.DuckDBPyConnection,
+    now: datetime,
+    policy: IncidentPolicy | None = None,
+    evidence: Evidence | None = None,
 ) -> list[Window]:
-    """Every incident window in the minute rollups, oldest first."""
+    """Every incident window in the minute rollups, oldest first. `evidence`: what an earlier
+    pass read, brought up to date here (engine.alerts.incident_evidence); read whole without."""
     policy = policy or IncidentPolicy()
-    params = {"rate": policy.fault_rate}
-    faulted: dict[str, Minutes] = defaultdict(dict)
-    provider_of: dict[str, str] = {}
-    for target, provider, bucket, n, *counts in con.execute(_TARGET_MINUTES).fetchall():
-        bad = {
-            family.name: (count, count / n if n else 1.0)
-            for family, count in zip(FAMILIES, counts, strict=True)
-            if count and count >= policy.fault_rate * n
-        }
-        if bad:
-            faulted[target][bucket] = bad
-            provider_of[target] = provider
-    held: dict[str, Held] = defaultdict(dict)
-    for target, bucket, n, bad in con.execute(_HELD_MINUTES, params).fetchall():
-        held[target][bucket] = (bad, bad / n if n else 1.0)
+    evidence = evidence or Evidence()
+    evidence.read(con, policy.fault_rate)
     windows = [
         window
-        for target, minutes in faulted.items()
-        for window in _windows(target, provider_of[target], minutes, held[target], policy)
+        for target, minutes in evidence.bad.items()
+        for window in _windows(
+            target, evidence.provider_of[target], minutes, evidence.held.get(target, {}), policy
+        )
     ]
     windows = _across_quiet(con, windows, policy)
     windows = [w for w in windows if w.evidence >= policy.min_faults]
@@ -298,19 +259,20 @@ def refresh_incidents(
     policy: IncidentPolicy | None = None,
     *,
     full: bool = False,
+    evidence: Evidence | None = None,
 ) -> int:
-    """Detect the incidents in the minute rollups and bring the table up to date in one
-    transaction; the number of incidents. An incident keeps its id (target, family, start)
-    from one run to the next; one settled an hour ago is kept as it is unless `full` (late
-    attempts arrived) or it began before the store's refresh floor (its attempts may have moved
-    to the archive: engine.store.retention)."""
+    """Detect the incidents in the minute rollups (`evidence`: as read by the last pass) and
+    bring the table up to date in one transaction; the number of incidents. An incident keeps
+    its id (target, family, start) from one run to the next; one settled an hour ago is kept as
+    it is unless `full` (late attempts arrived) or it began before the store's refresh floor
+    (its attempts may have moved to the archive: engine.store.retention)."""
     policy = policy or IncidentPolicy()
     floor = refresh_floor(con)
     stored = {incident_id for (incident_id,) in con.execute("SELECT incident_id FROM incidents")
               .fetchall()}  # fmt: skip
     keep: list[str] = []
     fresh: list[Window] = []
-    for window in detect(con, now, policy):
+    for window in detect(con, now, policy, evidence):
         settled = window.latest_end(policy.settle) <= now - SETTLED
         final = floor is not None and window.start < floor
         if (final or not full) and settled and window.id in stored:

@@ -18,6 +18,7 @@ from engine.alerts import lifecycle
 from engine.alerts.conditions import Context, evaluate
 from engine.alerts.delivery import Outbox
 from engine.alerts.drill_marks import mark_drills
+from engine.alerts.incident_evidence import Evidence
 from engine.alerts.incidents import IncidentPolicy, refresh_incidents
 from engine.alerts.rules import AlertingConfig
 from engine.alerts.silences import ingest_silences
@@ -59,11 +60,20 @@ class Watch:
         )
         self.wall = wall
         self._incidents_at: datetime | None = None
+        self._evidence = Evidence()  # the incidents' minutes, read again only where refreshed
 
     def run(
-        self, con: duckdb.DuckDBPyConnection, now: datetime, *, late: bool = False
+        self,
+        con: duckdb.DuckDBPyConnection,
+        now: datetime,
+        *,
+        late: bool = False,
+        refreshed_from: datetime | None = None,
     ) -> WatchReport:
-        """`late`: older attempts arrived, so the incidents are recomputed now."""
+        """`late`: older attempts arrived, so the incidents are recomputed now.
+        `refreshed_from`: the minute rollups this cycle refreshed begin there (None: unknown,
+        so the incidents' evidence is read whole at their next refresh)."""
+        self._evidence.refreshed(refreshed_from)
         silences = ingest_silences(con, self.paths)
         context = Context(con, now, self.paths.spool, self.wall, self.config.key_envs)
         evaluated = mark_drills(con, evaluate(self.config.rules, context), now)
@@ -71,7 +81,9 @@ class Watch:
         incidents = None
         due = self._incidents_at is None or now - self._incidents_at >= INCIDENTS_EVERY
         if due or late:
-            incidents = refresh_incidents(con, now, self.incident_policy, full=late)
+            incidents = refresh_incidents(
+                con, now, self.incident_policy, full=late, evidence=self._evidence
+            )
             self._incidents_at = now
         handed = self.outbox.dispatch(con, now)
         return WatchReport(changes, silences, incidents, handed)
