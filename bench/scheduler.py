@@ -11,10 +11,12 @@ The store is built once, in a temporary directory deleted at the end, with bound
      a few files a transaction;
   3. backfill: the minute, hour and day rollups of the whole history with the same `refresh`
      the cycle calls, in the same pieces of a few hours (`rollups.chunks`) the scheduler uses
-     for a late backlog, so that memory stays bounded (peak RSS after each step).
-Then, for each daily volume in turn (1, 5, 10 and 20 M attempts in the last 24 hours), the last
-day is filled up to it (generated, ingested, its rollups refreshed), the published folder is
-emptied, and the cycles run: the first one writes the whole 24 h as one part (what a fresh
+     for a late backlog, so that memory stays bounded (each step's own peak RSS: the kernel's
+     high-water mark is reset before it, `peak_memory`).
+Then, for each daily volume in turn (1, 5, 10 and 20 M attempts in the last 24 hours), the clock
+moves on a day and that day is filled with the volume in time order, as traffic arrives
+(generated, ingested, its rollups refreshed); the days of the volumes before stay in the
+store. The published folder is emptied, and the cycles run: the first one writes the whole 24 h as one part (what a fresh
 install or an upgrade costs once), then each measured one gets one fresh spool file of 1,000
 attempts from the minute before it, the clock moves on a minute, and `Pipeline.cycle()` runs:
 ingest → minute and hour rollups → alerting → publish (the attempts ingested since the last
@@ -265,7 +267,7 @@ class Stage:
     recent_rows: int  # rows in the published 24 h recent_attempts parts
     parts: int  # the parts they are in
     fill_s: float  # filling the last day up to `daily` (generate, ingest, its rollups)
-    peak_rss_mb: float  # the process's peak after it
+    peak_rss_mb: float  # the process's peak while filling the day and running the cycles
     bursts: dict[int, float] = dataclasses.field(default_factory=dict)  # new rows → seconds
 
 
@@ -273,7 +275,7 @@ class Stage:
 class Result:
     sizes: Sizes
     build: dict[str, float]  # generate and ingest, backfill: minute / hour / day rollups
-    peak_rss_mb: dict[str, float]  # the process's peak resident memory after each build step
+    peak_rss_mb: dict[str, float]  # the process's peak resident memory in each build step
     database_mb: float
     stages: list[Stage]
     merge_rows_s: float  # the compaction's merge of the largest tier, rows a second
@@ -298,11 +300,11 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
             build, peak_rss_mb = build_store(pipeline, sizes, progress)
             pipeline.con.execute("CHECKPOINT")
             database_mb = paths.database.stat().st_size / 1e6
-            stages, in_day = [], 0
+            stages = []
             for k, daily in enumerate(sizes.daily):
-                stage = run_stage(pipeline, clock, sizes, daily, daily - in_day, k, progress)
-                stages.append(stage)
-                in_day = daily
+                if k:  # a new day: the volumes before are in the days before it
+                    clock.at += timedelta(days=1)
+                stages.append(run_stage(pipeline, clock, sizes, daily, k, progress))
             merge_rows_s = merge_rate(paths.published, root / "merge", clock.at)
         finally:
             pipeline.close()
@@ -316,15 +318,16 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
 
 
 def run_stage(
-    pipeline: scheduler.Pipeline, clock: Clock, sizes: Sizes, daily: int, more: int, k: int,
+    pipeline: scheduler.Pipeline, clock: Clock, sizes: Sizes, daily: int, k: int,
     progress: Callable[[str], None],
 ) -> Stage:  # fmt: skip
-    """Fill the last day with `more` attempts (to `daily`), empty the published folder, run the
-    first cycle and then the measured ones."""
-    progress(f"{daily:,} attempts in the last 24 h: adding {more:,}")
+    """Fill the last day with `daily` attempts in time order, empty the published folder, run
+    the first cycle and then the measured ones."""
+    progress(f"{daily:,} attempts in the last 24 h")
+    reset_peak_memory()
     started = time.perf_counter()
     day = clock.at - timedelta(days=1)
-    _load(pipeline, more, day, timedelta(days=1), sizes, 10_000_000 * (k + 1), progress)
+    _load(pipeline, daily, day, timedelta(days=1), sizes, 10_000_000 * (k + 1), progress)
     _backfill(pipeline, day - timedelta(hours=1), clock.at, ("minute", "hour", "day"))
     fill_s = time.perf_counter() - started
     shutil.rmtree(pipeline.paths.published, ignore_errors=True)
@@ -346,7 +349,7 @@ def run_stage(
             progress(f"a cycle after {rows:,} new attempts: {bursts[rows]:,.2f} s")
     (stored,) = pipeline.con.execute("SELECT count(*) FROM attempts").fetchone()
     entry = read_manifest(pipeline.paths.published)[RECENT_ATTEMPTS]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+    peak = peak_memory_mb()
     return Stage(daily, stored, first, cycles, entry.rows, len(entry.parts), fill_s, peak, bursts)
 
 
@@ -369,22 +372,38 @@ def weekly_report_seconds(paths: DataPaths, now: datetime) -> float:
     return time.perf_counter() - started
 
 
+def reset_peak_memory() -> None:
+    """Start the process's peak resident memory again from what it holds now (Linux: writing
+    5 to clear_refs resets VmHWM), so that the next step's peak is its own."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_memory_mb() -> float:
+    """The process's peak resident memory since the last reset, in MB."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1e3  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # since the start
+
+
 def build_store(
     pipeline: scheduler.Pipeline, sizes: Sizes, progress: Callable[[str], None]
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Generate, ingest and backfill the history that ends a day before the pipeline's clock;
-    return the seconds of each step, and the process's peak memory (RSS, MB) after each: a
-    step that raised it shows."""
+    return the seconds of each step, and the process's peak memory (RSS, MB) in each."""
     end = pipeline.now() - timedelta(days=1)
     seconds: dict[str, float] = {}
     peak_mb: dict[str, float] = {}
 
     def step(name: str, what: str, action: Callable[[], Any]) -> Any:
         progress(what)
+        reset_peak_memory()
         started = time.perf_counter()
         result = action()
         seconds[name] = time.perf_counter() - started
-        peak_mb[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # Linux: KB
+        peak_mb[name] = peak_memory_mb()
         return result
 
     step(
