@@ -12,13 +12,14 @@ The store is built once, in a temporary directory deleted at the end, with bound
   3. backfill: the minute, hour and day rollups of the whole history with the same `refresh`
      the cycle calls, in the same pieces of a few hours (`rollups.chunks`) the scheduler uses
      for a late backlog, so that memory stays bounded (each step's own peak RSS: the kernel's
-     high-water mark is reset before it, `peak_memory`).
+     high-water mark is reset before it, `peak_memory_mb`).
 Then, for each daily volume in turn (1, 5, 10 and 20 M attempts in the last 24 hours), the clock
 moves on a day and that day is filled with the volume in time order, as traffic arrives
 (generated, ingested, its rollups refreshed); the days of the volumes before stay in the
-store. The published folder is emptied, and the cycles run: the first one writes the whole 24 h as one part (what a fresh
-install or an upgrade costs once), then each measured one gets one fresh spool file of 1,000
-attempts from the minute before it, the clock moves on a minute, and `Pipeline.cycle()` runs:
+store. The published folder is emptied, and the cycles run: the first one writes the whole 24 h
+as one part (what a fresh install or an upgrade costs once), then each measured one gets one
+fresh spool file of 1,000 attempts from the minute before it, the clock moves on a minute, and
+`Pipeline.cycle()` runs:
 ingest → minute and hour rollups → alerting → publish (the attempts ingested since the last
 cycle as one new part, the rollups and events whole). Its parts are timed by wrapping the
 functions the cycle calls (`ingest_spool`, `refresh`, `Pipeline.publish`, `publish` for each

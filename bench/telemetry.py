@@ -290,7 +290,8 @@ def notes(t: Telemetry) -> list[str]:
         + ", ".join(f"{n}×" for _, _, n in s.store.shapes)
         + f"; the cycles' store {r.sizes.stored:,} attempts over the {r.sizes.history.days} "
         f"days before the last 24 hours, then a day of {volumes} attempts in turn, each in "
-        f"time order (the days before it stay stored); three routes with a priced primary and backup each, "
+        f"time order (the days before it stay stored); three routes with a priced primary and "
+        "backup each, "
         f"{scheduler.FAILED_PRIMARY:.0%} of attempts failing with a 529 and the next attempt "
         "serving that request from its route's backup (DuckDB file "
         f"{r.database_mb:,.0f} MB before the last day, in a temporary directory deleted at the "
