@@ -1,7 +1,8 @@
 """`python -m bench [--quick] [--only chain|incident|telemetry|simulator|shaping|breakers|
-whatif_isolation|gateway] [--no-write] [--output PATH]`: run the chain's cases (with LiteLLM's
-Router beside them), the outage figures, the telemetry, the simulator, the route behaviours, the
-breaker stores, the Live page beside a what-if simulation and the gateway, print the tables,
+whatif_isolation|freshness|gateway] [--no-write] [--output PATH]`: run the chain's cases (with
+LiteLLM's Router beside them), the outage figures, the telemetry, the simulator, the route
+behaviours, the breaker stores, the Live page beside a what-if simulation, the scheduler's
+freshness under gateway load and the gateway, print the tables,
 and rewrite the generated sections of
 docs/benchmarks.md (with `--only`, only that part)."""
 
@@ -19,6 +20,7 @@ import httpx
 
 from bench import (
     breakers,
+    freshness,
     gateway,
     incident,
     peer,
@@ -130,6 +132,8 @@ def main() -> None:
         generated["breakers"] = breakers.run(args.quick, command)
     if args.only in (None, "whatif_isolation"):
         generated["whatif_isolation"] = whatif_isolation.run(args.quick, command)
+    if args.only in (None, "freshness"):
+        generated["freshness"] = freshness.run(args.quick, command)
     gateway_text = None
     if args.only in (None, "gateway"):
         gateway_text = gateway.run(args.quick, command)

@@ -92,6 +92,7 @@ class Block:
 class Served:
     url: str
     pid: int
+    data: Path  # its data folder (spool, and published/ once a scheduler runs on it)
 
 
 @contextlib.contextmanager
@@ -115,7 +116,7 @@ def gateway(fake_url: str, workers: int) -> Iterator[Served]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_started(url, workers, process, log)
-        yield Served(url, process.pid)
+        yield Served(url, process.pid, folder / "data")
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -38,6 +38,7 @@ HEADINGS = {
     "shaping": "## Route behaviours",
     "breakers": "## Breaker stores",
     "whatif_isolation": "## What-if isolation",
+    "freshness": "## Scheduler freshness under gateway load",
 }
 PARTS = tuple(HEADINGS)
 
