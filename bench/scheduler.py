@@ -14,12 +14,14 @@ The store is built once, in a temporary directory deleted at the end, with bound
      for a late backlog, so that memory stays bounded (each step's own peak RSS: the kernel's
      high-water mark is reset before it, `peak_memory_mb`).
 Then, for each daily volume in turn (1, 5, 10 and 20 M attempts in the last 24 hours), the clock
-moves on a day and that day is filled with the volume in time order, as traffic arrives
-(generated, ingested, its rollups refreshed); the days of the volumes before stay in the
-store. The published folder is emptied, and the cycles run: the first one writes the whole 24 h
-as one part (what a fresh install or an upgrade costs once), then each measured one gets one
-fresh spool file of 1,000 attempts from the minute before it, the clock moves on a minute, and
-`Pipeline.cycle()` runs:
+is set to the end of that volume's day (a day after the one before, the last one ending now,
+so that the Live page, which reads by the wall clock, shows it as it happens) and the day is
+filled with the volume in time order, as traffic arrives (generated, ingested, its rollups
+refreshed); the days of the volumes before stay in the store. The published folder is emptied,
+and the cycles run: the first one writes the whole 24 h as one part (what a fresh install or
+an upgrade costs once), then the clock moves on 5 s (the scheduler's interval) before each
+measured one, which gets one fresh spool file of what the day's rate brings in 5 s (1,157
+attempts at 20 M a day), and `Pipeline.cycle()` runs:
 ingest → minute and hour rollups → alerting → publish (the attempts ingested since the last
 cycle as one new part, the rollups and events whole). Its parts are timed by wrapping the
 functions the cycle calls (`ingest_spool`, `refresh`, `Pipeline.publish`, `publish` for each
@@ -83,8 +85,10 @@ class Sizes:
     daily: tuple[int, ...] = (1_000_000, 5_000_000, 10_000_000, 20_000_000)  # the last 24 h
     file_rows: int = 1_000_000  # generated files: large ones ingest fastest
     files_a_batch: int = 2  # generated and ingested at a time: memory stays bounded
-    new_rows: int = 1_000  # the fresh spool file before each cycle
-    cycles: int = 5
+    # Cycles a volume, 5 s apart (scheduler.CYCLE_S) as the scheduler runs them, each after the
+    # attempts the day's rate brings in 5 s: a minute of cycles, so the once-a-minute incident
+    # pass is in it once (engine.alerts.watch.INCIDENTS_EVERY), in the median's tail.
+    cycles: int = 12
     # No further cycle of a volume starts once its cycles so far took this long (at least one
     # runs), so a slow cycle cannot stretch the bench; the table says so.
     cycles_budget_s: float = 20.0
@@ -97,7 +101,7 @@ class Sizes:
 
 QUICK = Sizes(
     stored=200_000, history=timedelta(days=2), daily=(20_000, 100_000), file_rows=100_000,
-    cycles=3, reads=5, renders=1,
+    cycles=13, reads=5, renders=1,
 )  # fmt: skip
 
 
@@ -269,6 +273,7 @@ class Stage:
     parts: int  # the parts they are in
     fill_s: float  # filling the last day up to `daily` (generate, ingest, its rollups)
     peak_rss_mb: float  # the process's peak while filling the day and running the cycles
+    new_rows: int  # the attempts before each cycle: what the day's rate brings in 5 s
     bursts: dict[int, float] = dataclasses.field(default_factory=dict)  # new rows → seconds
 
 
@@ -292,19 +297,18 @@ class Result:
 
 def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Result:
     pricer = Pricer()
-    clock = Clock(datetime.now(UTC).replace(second=0, microsecond=0))
+    clock = Clock(_day_ends(sizes, 0))
     root = Path(tempfile.mkdtemp(prefix="switchover-bench-cycle-"))
     try:
         paths = DataPaths(root)
         pipeline = scheduler.Pipeline(paths, pricer, now=clock.now)
         try:
-            build, peak_rss_mb = build_store(pipeline, sizes, progress)
+            pipeline, build, peak_rss_mb = build_store(pipeline, sizes, progress)
             pipeline.con.execute("CHECKPOINT")
             database_mb = paths.database.stat().st_size / 1e6
             stages = []
             for k, daily in enumerate(sizes.daily):
-                if k:  # a new day: the volumes before are in the days before it
-                    clock.at += timedelta(days=1)
+                clock.at = max(clock.at, _day_ends(sizes, k))  # the days before hold the others
                 stages.append(run_stage(pipeline, clock, sizes, daily, k, progress))
             merge_rows_s = merge_rate(paths.published, root / "merge", clock.at)
         finally:
@@ -316,6 +320,13 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
         shutil.rmtree(root, ignore_errors=True)
     return Result(sizes, build, peak_rss_mb, database_mb, stages, merge_rows_s, reads, render,
                   report_s)  # fmt: skip
+
+
+def _day_ends(sizes: Sizes, k: int) -> datetime:
+    """When the day of the k-th volume ends: one day apart, the last one now, so that the Live
+    page (which reads by the wall clock) shows the largest volume as it happens."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    return now - timedelta(days=len(sizes.daily) - 1 - k)
 
 
 def run_stage(
@@ -333,32 +344,34 @@ def run_stage(
     fill_s = time.perf_counter() - started
     shutil.rmtree(pipeline.paths.published, ignore_errors=True)
     pipeline.paths.published.mkdir(parents=True)
-    first = _cycle(pipeline, clock, sizes, 1_000 * k).seconds
+    new_rows = round(daily * scheduler.CYCLE_S / 86_400)  # what arrives between two cycles
+    first = _cycle(pipeline, clock, new_rows, 1_000 * k).seconds
     progress(f"first cycle (the whole 24 h as one part): {first:,.1f} s")
     cycles: list[Cycle] = []
     for n in range(sizes.cycles):
         if sum(c.seconds for c in cycles) > sizes.cycles_budget_s:
             progress(f"stopping after {n} cycles: over {sizes.cycles_budget_s:g} s")
             break
-        cycles.append(_cycle(pipeline, clock, sizes, 1_000 * k + 1 + n))
+        cycles.append(_cycle(pipeline, clock, new_rows, 1_000 * k + 1 + n))
         progress(f"cycle {n + 1}: {cycles[-1].seconds * 1000:,.0f} ms")
     bursts = {}
     if daily == sizes.daily[-1]:
         for n, rows in enumerate(sizes.bursts):
-            burst = dataclasses.replace(sizes, new_rows=rows)
-            bursts[rows] = _cycle(pipeline, clock, burst, 1_000 * k + 500 + n).seconds
+            bursts[rows] = _cycle(pipeline, clock, rows, 1_000 * k + 500 + n).seconds
             progress(f"a cycle after {rows:,} new attempts: {bursts[rows]:,.2f} s")
     (stored,) = pipeline.con.execute("SELECT count(*) FROM attempts").fetchone()
     entry = read_manifest(pipeline.paths.published)[RECENT_ATTEMPTS]
     peak = peak_memory_mb()
-    return Stage(daily, stored, first, cycles, entry.rows, len(entry.parts), fill_s, peak, bursts)
+    return Stage(daily, stored, first, cycles, entry.rows, len(entry.parts), fill_s, peak,
+                 new_rows, bursts)  # fmt: skip
 
 
-def _cycle(pipeline: scheduler.Pipeline, clock: Clock, sizes: Sizes, seed: int) -> Cycle:
-    """One measured cycle after one fresh spool file from the minute before it."""
-    clock.at += timedelta(minutes=1)
-    fresh = attempts(sizes.new_rows, clock.at - timedelta(minutes=1), timedelta(minutes=1),
-                     100_000_000 + seed, pipeline.pricer)  # fmt: skip
+def _cycle(pipeline: scheduler.Pipeline, clock: Clock, rows: int, seed: int) -> Cycle:
+    """One measured cycle, the scheduler's interval after the last, with one fresh spool file of
+    `rows` attempts from that interval."""
+    step = timedelta(seconds=scheduler.CYCLE_S)
+    clock.at += step
+    fresh = attempts(rows, clock.at - step, step, 100_000_000 + seed, pipeline.pricer)
     pq.write_table(fresh, pipeline.paths.spool / f"bench-fresh-{seed:08d}.parquet")
     return measure_cycle(pipeline)
 
@@ -391,9 +404,12 @@ def peak_memory_mb() -> float:
 
 def build_store(
     pipeline: scheduler.Pipeline, sizes: Sizes, progress: Callable[[str], None]
-) -> tuple[dict[str, float], dict[str, float]]:
+) -> tuple[scheduler.Pipeline, dict[str, float], dict[str, float]]:
     """Generate, ingest and backfill the history that ends a day before the pipeline's clock;
-    return the seconds of each step, and the process's peak memory (RSS, MB) in each."""
+    return the pipeline to go on with, the seconds of each step, and the process's peak memory
+    (RSS, MB) in each. The store is closed and opened again between the generation and the
+    backfill, and pyarrow's pool hands its free memory back, so that the backfill's peak is
+    what the backfill holds, not what the bench's generator left behind."""
     end = pipeline.now() - timedelta(days=1)
     seconds: dict[str, float] = {}
     peak_mb: dict[str, float] = {}
@@ -413,13 +429,16 @@ def build_store(
         lambda: _load(pipeline, sizes.stored, end - sizes.history, sizes.history, sizes, 1,
                       progress),
     )  # fmt: skip
+    pipeline.close()
+    pa.default_memory_pool().release_unused()
+    pipeline = scheduler.Pipeline(pipeline.paths, pipeline.pricer, now=pipeline.now)
     for grain in ("minute", "hour", "day"):
         step(
             f"backfill {grain} rollups",
             f"backfilling the {grain} rollups",
             lambda g=grain: _backfill(pipeline, end - sizes.history, end, (g,)),
         )
-    return seconds, peak_mb
+    return pipeline, seconds, peak_mb
 
 
 def _load(

@@ -175,7 +175,7 @@ def cycle_figures(result: scheduler.Result) -> list[Figure]:
             note += f"{'; ' if note else ''}{sizes.cycles_budget_s:g} s of cycles ran out"
         figures.append(Figure(
             f"scheduler cycle: {_millions(stage.daily)} attempts in the last 24 h, "
-            f"{_millions(stage.stored)} stored, {sizes.new_rows:,} new",
+            f"{_millions(stage.stored)} stored, {stage.new_rows:,} new a cycle",
             median, "ms", at_most=CYCLE_TARGET_MS,
             shown=f"{median:,.0f} ms median, {worst:,.0f} max ({len(totals)} cycles)", note=note,
         ))  # fmt: skip
@@ -295,8 +295,9 @@ def notes(t: Telemetry) -> list[str]:
         f"{scheduler.FAILED_PRIMARY:.0%} of attempts failing with a 529 and the next attempt "
         "serving that request from its route's backup (DuckDB file "
         f"{r.database_mb:,.0f} MB before the last day, in a temporary directory deleted at the "
-        f"end); {r.sizes.new_rows:,} new attempts before each of {r.sizes.cycles} cycles per "
-        f"volume; {r.sizes.reads} runs per Live-page read",
+        f"end); {r.sizes.cycles} cycles a volume, 5 s apart on the scheduler's clock, each after "
+        "the attempts the day's rate brings in 5 s (a minute of cycles: the once-a-minute "
+        f"incident pass runs in one of them); {r.sizes.reads} runs per Live-page read",
         f"Ran on {_cpus()} CPUs (in brackets: the share of them other processes used "
         f"meanwhile): {ran}",
         growth(r),
