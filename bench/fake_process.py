@@ -25,6 +25,18 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 
 
+def stop(process: subprocess.Popen[bytes], signum: int, wait_s: float) -> None:
+    """Ask `process` to stop with `signum`; kill it if it has not within `wait_s`."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signum)
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -62,13 +74,8 @@ class FakeServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        if proc is not None:
+            stop(proc, signal.SIGINT, 5)
         self._stderr.close()
         if self._client_cpus is not None:  # what runs next (the telemetry) gets every CPU back
             os.sched_setaffinity(0, self._client_cpus)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.fake_process import REPO, FakeServerProcess
+from bench.fake_process import REPO, FakeServerProcess, stop
 from bench.gateway import BODY, KEY, PATH, gateway
 from bench.loadgen import Load, Phase
 from bench.stats import percentile
@@ -84,12 +84,7 @@ def scheduler(data: Path) -> Iterator[subprocess.Popen[bytes]]:
     try:
         yield process
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process, signal.SIGTERM, 30)
         log.close()
 
 

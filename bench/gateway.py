@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from bench.cputime import machine_busy_s, tree_cpu_s
-from bench.fake_process import REPO, FakeServerProcess, free_port
+from bench.fake_process import REPO, FakeServerProcess, free_port, stop
 from bench.gateway_report import section
 from bench.loadgen import Load, Phase, combined
 
@@ -118,12 +118,7 @@ def gateway(fake_url: str, workers: int) -> Iterator[Served]:
         _wait_started(url, workers, process, log)
         yield Served(url, process.pid, folder / "data")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process, signal.SIGTERM, 30)
         shutil.rmtree(folder, ignore_errors=True)
 
 
