@@ -305,21 +305,21 @@ thread prices, writes and fsyncs a 1,000-row spool file every ~22 ms, so the two
 the GIL as in a gateway. **Spool flush**: `Recorder.flush()` of 1,000 buffered attempts, on the
 caller's thread. **Ingest**: `ingest_spool` of files the shape given, one transaction, into a
 store that grows run by run. **Scheduler cycle**: `Pipeline.cycle()` on a store built once with
-the history above (generated and ingested with `ingest_spool` a few files at a time, its
-rollups backfilled with the same `refresh` the cycle calls, in the scheduler's pieces of a few
-hours), then for each daily volume a day of it in time order (the days before it kept, the
-last one ending now) and the published folder emptied: the first cycle writes the 24 h as one
-part (once, as on a fresh install), then before each measured cycle one fresh spool file of
-what the day's rate brings in 5 s lands in the spool and the cycle's clock moves 5 s on, as the
-scheduler runs (so the once-a-minute incident pass runs in one cycle of twelve). No cycle
-starts once the cycles so far took the bench's time budget for them (the row says so). The parts are timed by wrapping the functions the cycle calls
-(`ingest_spool`, `refresh` per grain, the alerting pass, `publish` per snapshot and
-`partitions.append` for the attempts), and every SQL statement by wrapping the connection's
-`execute`: the engine runs unchanged. **Compaction**: `partitions.compact` merging the largest
-tier's parts (the published 24 h cut in four), as rows a second, and what that costs a day
-when every row is merged once per tier. **Peak memory**: the bench process's peak resident
-memory in each step (the kernel's high-water mark reset before it; DuckDB's own is capped at
-`engine.store.db.MEMORY_LIMIT`). **Live page reads**:
+the history above (generated and ingested with `ingest_spool` a few files at a time, its rollups
+backfilled with the same `refresh` the cycle calls, in the scheduler's pieces of a few hours),
+then for each daily volume a day of it in time order (the days before it kept, the last one
+ending now) and the published folder emptied: the first cycle writes the 24 h as one part (once,
+as on a fresh install), then before each measured cycle one fresh spool file of what the day's
+rate brings in 5 s lands in the spool and the cycle's clock moves 5 s on, as the scheduler runs
+(so the once-a-minute incident pass runs in one cycle of twelve). No cycle starts once the
+cycles so far took the bench's time budget for them (the row says so). The parts are timed by
+wrapping the functions the cycle calls (`ingest_spool`, `refresh` per grain, the alerting pass,
+`publish` per snapshot and `partitions.append` for the attempts), and every SQL statement by
+wrapping the connection's `execute`: the engine runs unchanged. **Compaction**:
+`partitions.compact` merging the largest tier's parts (the published 24 h cut in four), as rows
+a second, and what that costs a day when every row is merged once per tier. **Peak memory**: the
+bench process's peak resident memory in each step (the kernel's high-water mark reset before it;
+DuckDB's own is capped at `engine.store.db.MEMORY_LIMIT`). **Live page reads**:
 `PublishedData.query` on the parts and snapshots that the largest volume's cycles published,
 each query as the Live page sends it, after one warm-up run."""
 
