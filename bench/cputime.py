@@ -12,10 +12,13 @@ from pathlib import Path
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def tree_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of `pid` and every live descendant; None without /proc."""
+def tree_cpu_s(pid: int, *, reaped: bool = False) -> float | None:
+    """User + system CPU seconds of `pid` and every live descendant, and with `reaped` those of
+    the children `pid` has waited for (a server's workers of closed connections); None without
+    /proc."""
     try:
-        return sum(_own_cpu_s(p) for p in _tree(pid))
+        own = sum(_own_cpu_s(p) for p in _tree(pid))
+        return own + (_reaped_cpu_s(pid) if reaped else 0.0)
     except OSError:
         return None
 
@@ -42,9 +45,20 @@ def _tree(pid: int) -> list[int]:
 
 
 def _own_cpu_s(pid: int) -> float:
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / _TICK if fields else 0.0  # utime + stime
+
+
+def _reaped_cpu_s(pid: int) -> float:
+    fields = _stat(pid)
+    return (int(fields[13]) + int(fields[14])) / _TICK if fields else 0.0  # cutime + cstime
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat from its third field on; empty when the process ended while we looked
+    (its time went to its parent's children count)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
-        return 0.0  # ended while we looked: its time went to its parent's children count
-    fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+        return []
+    return stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces

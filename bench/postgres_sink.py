@@ -51,7 +51,7 @@ import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import report
+from bench import cputime, report
 from bench.fake_process import free_port
 from bench.stats import Figure
 from bench.store import NOW, synthetic
@@ -65,7 +65,6 @@ FLEET_REQUESTS = 10_000  # requests/s: the fleet the issue asks about
 # failed (5 % in bench.scheduler's traffic, near what the demo's outages produce).
 ATTEMPTS_PER_REQUEST = 1.05
 CYCLE_ROWS = round(FLEET_REQUESTS * ATTEMPTS_PER_REQUEST * 5)  # one 5 s scheduler cycle's
-TICK_S = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -133,11 +132,7 @@ class Cluster:
         it has reaped (backends of closed connections), and its live children (backends, WAL
         writer, checkpointer)."""
         assert self.process is not None
-        pid = self.process.pid
-        live = [
-            int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and _parent(e.name) == pid
-        ]
-        return (_ticks(pid, reaped=True) + sum(_ticks(child) for child in live)) / TICK_S
+        return _from_proc(cputime.tree_cpu_s(self.process.pid, reaped=True))
 
     def query(self, sql: str) -> tuple:
         with psycopg.connect(self.url, autocommit=True) as con:
@@ -155,35 +150,15 @@ def _binary(name: str) -> str:
     return str(found)
 
 
-def _stat(pid: int | str) -> list[str]:
-    """/proc/PID/stat from its third field on (after the command, which may hold spaces)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()
-
-
-def _parent(pid: str) -> int | None:
-    try:
-        return int(_stat(pid)[1])
-    except (OSError, IndexError, ValueError):
-        return None  # gone meanwhile
-
-
-def _ticks(pid: int, *, reaped: bool = False) -> int:
-    """utime + stime (fields 14, 15 of proc(5)), with cutime + cstime (16, 17) if `reaped`."""
-    try:
-        fields = _stat(pid)
-    except OSError:
-        return 0  # exited since the listing: its parent counts it once reaped
-    return sum(int(f) for f in fields[11 : 15 if reaped else 13])
-
-
 def machine_busy_s() -> float:
-    """CPU seconds the whole machine has been busy, from /proc/stat."""
-    with open("/proc/stat") as stat:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = map(
-            int, stat.readline().split()[1:9]
-        )
-    return (user + nice + system + irq + softirq + steal) / TICK_S
+    """CPU seconds the whole machine has been busy."""
+    return _from_proc(cputime.machine_busy_s())
+
+
+def _from_proc(seconds: float | None) -> float:
+    if seconds is None:
+        raise SystemExit("the PostgreSQL bench reads CPU time from /proc: Linux only")
+    return seconds
 
 
 # --- one writer (a gateway host), in its own process ---------------------------------------------

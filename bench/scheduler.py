@@ -101,7 +101,7 @@ class Sizes:
 
 QUICK = Sizes(
     stored=200_000, history=timedelta(days=2), daily=(20_000, 100_000), file_rows=100_000,
-    cycles=13, reads=5, renders=1,
+    cycles=12, reads=5, renders=1,
 )  # fmt: skip
 
 
