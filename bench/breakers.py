@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.stats import percentile
-from engine.breaker import BreakerStore, MemoryBreakerStore, Success
-from engine.breaker_sqlite import SQLiteBreakerStore
 from engine.config import parse_config
-from engine.switchover import Switchover
-from engine.types import Message, Request
+from engine.core.messages import Message, Request
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import BreakerStore, MemoryBreakerStore, Success
+from engine.state.breaker_sqlite import SQLiteBreakerStore
 from simulations.fakes import FakeTransport
 
 CONFIG = """
@@ -204,7 +204,8 @@ def section(rows: list[Measured], *, command: str, when: datetime, sizes: Sizes)
         "## Breaker stores",
         "",
         f"`{command}` on {when:%Y-%m-%d %H:%M} UTC: the SQLite file of one host "
-        "(engine/breaker_sqlite.py, WAL, `synchronous=OFF`, one `BEGIN IMMEDIATE` per change) "
+        "(engine/state/breaker_sqlite.py, WAL, `synchronous=OFF`, one `BEGIN IMMEDIATE` per "
+        "change) "
         "against the in-memory store, in the same run. A request: CPU through the real chain "
         f"and OpenAI adapter over the in-process fake, median of {sizes.rounds} rounds of "
         f"{sizes.requests:,}. Store calls: each `admit` (a read, on a closed breaker) and "

@@ -34,7 +34,7 @@ from bench.fake_process import FakeServerProcess
 from bench.peer import SAME_TRANSPORT
 from bench.runner import Connections, bursts, sequential, warm_up
 from bench.stats import Row, row
-from engine.policy import Policy
+from engine.fallback.policy import Policy
 
 T = TypeVar("T")
 DIALECTS = ("openai", "anthropic")

@@ -22,13 +22,14 @@ import httpx
 
 from bench import wire
 from bench.wire import API_KEY, MODELS, OPENAI, PROMPT, Wire
-from engine.chain import Chain, Target
-from engine.clock import SystemClock
-from engine.policy import Policy
+from engine.core.clock import SystemClock
+from engine.core.messages import Message, Request, Response, StreamError, TextDelta
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
 from engine.providers.anthropic import ANTHROPIC_VERSION, AnthropicProvider
 from engine.providers.base import HttpProvider
 from engine.providers.openai import OpenAIProvider
-from engine.types import Message, Request, Response, StreamError, TextDelta
 
 __all__ = ["API_KEY", "MODELS", "REQUEST", "WIRES", "Direct", "ThroughChain", "provider"]
 

@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 from simulations.arrivals import arrivals
 from simulations.live import run_live
 from simulations.scenario import compressed, parse_scenario

@@ -36,10 +36,11 @@ from bench.contenders import MODELS, REQUEST, SleepTally, provider
 from bench.fake_process import FakeServerProcess, free_port
 from bench.runner import Samples
 from bench.stats import Summary, percentile
-from engine.breaker import MemoryBreakerStore
-from engine.chain import Chain, Target
-from engine.policy import Policy
-from engine.types import Response
+from engine.core.messages import Response
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
+from engine.state.breaker import MemoryBreakerStore
 
 OPEN_TARGET_MS = 5.0  # once the breaker is open, at most this much slower than normal at p50
 HANG_ATTEMPT_TIMEOUT_S = 1.0

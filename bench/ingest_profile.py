@@ -43,11 +43,11 @@ from typing import Any
 import duckdb
 
 from bench.store import NOW, spool_files
-from engine.records import COLUMN_NAMES, DUCKDB_COLUMNS
 from engine.store import ingest as ingest_module
 from engine.store import ingest_spool, open_store
 from engine.store.db import ROW_GROUP_SIZE
 from engine.store.ingest import MAX_FILES
+from engine.telemetry.columns import COLUMN_NAMES, DUCKDB_COLUMNS
 
 FILES, ROWS = 100, 1_000
 RATE_HZ = 200  # higher, and py-spy's native unwinding falls behind

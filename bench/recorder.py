@@ -8,7 +8,7 @@
   flusher writes a 1,000-row file every ~22 ms (pricing and fsync on), so the two threads
   contend for the GIL as in production. Target: p99 ≤ 20 µs.
 - flush: `Recorder.flush()` of 1,000 buffered attempts, repeated, with fsync on/off and pricing
-  on/off (pricing only when engine.pricing is importable), the flusher thread idle; then the
+  on/off (pricing only when engine.core.pricing is importable), the flusher thread idle; then the
   stages of a flush in memory, to show where the time goes.
 """
 
@@ -26,9 +26,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.stats import percentile
-from engine import records
-from engine.recorder import Recorder
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.telemetry import columns as records
+from engine.telemetry.recorder import Recorder
 
 ENQUEUE_CALLS = 200_000
 FLUSH_ROWS = 1_000
@@ -82,7 +82,7 @@ def attempt(n: int) -> Attempt:
 
 def _pricer() -> Any | None:
     try:
-        from engine.pricing import Pricer
+        from engine.core.pricing import Pricer
     except ImportError:
         return None
     return Pricer()
@@ -182,7 +182,7 @@ def run(sizes: Sizes = Sizes()) -> list[dict[str, Any]]:
         rows.extend(_flushes(spool, sizes.repeats, pricer))
     rows.extend(_stages(sizes.repeats, pricer))
     if pricer is None:
-        print("engine.pricing is not importable: pricing not measured")
+        print("engine.core.pricing is not importable: pricing not measured")
     return rows
 
 

@@ -6,7 +6,7 @@ The store is built once, in a temporary directory deleted at the end, with bound
   1. generate: 100 M attempts over the 30 days before the last 24 hours, in time order, as
      1 M-row Parquet files (three routes with a priced primary and backup each, ~5 % failed
      primary attempts that a backup then serves under the same request id, costs from
-     engine.pricing), a few files at a time;
+     engine.core.pricing), a few files at a time;
   2. ingest: those files through `ingest_spool`, into the real `attempts` table of `open_store`,
      a few files a transaction;
   3. backfill: the minute, hour and day rollups of the whole history with the same `refresh`
@@ -59,13 +59,15 @@ import pyarrow.parquet as pq
 from bench.dashboard import Render, live_render
 from bench.stats import percentile
 from bench.timing import Laps, TimedConnection, describe, timing
-from engine import scheduler
-from engine.paths import DataPaths
-from engine.pricing import Pricer
-from engine.records import ARROW_SCHEMA, COLUMNS, COST_TYPE
-from engine.store import PublishedData, ingest_spool, partitions, read_manifest
-from engine.store.publish import RECENT_ATTEMPTS, Part, Snapshot, change_entry
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.published import partitions
+from engine.published.publish import RECENT_ATTEMPTS, Part, Snapshot, change_entry, read_manifest
+from engine.published.read import PublishedData
+from engine.scheduler.pipeline import pipeline as scheduler
+from engine.store import ingest_spool
 from engine.store.rollups import chunks, refresh
+from engine.telemetry.columns import ARROW_SCHEMA, COLUMNS, COST_TYPE
 
 # Each route's primary and backup: (provider_kind, model), all priced by genai-prices.
 ROUTES = (

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.breaker import MemoryBreakerStore
 from engine.config import parse_config
-from engine.paths import DataPaths
-from engine.switchover import Switchover
-from engine.types import Message, Request
+from engine.core.messages import Message, Request
+from engine.core.paths import DataPaths
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import MemoryBreakerStore
 from simulations.fakes import FakeTransport
 
 PROVIDERS = """

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 from simulations.arrivals import arrivals
 from simulations.scenario import load_scenario
 from simulations.simulate import run_once, with_backup

@@ -27,10 +27,12 @@ import pyarrow.parquet as pq
 from bench import report
 from bench.stats import Figure
 from bench.timing import Laps, TimedConnection
-from engine.records import ARROW_SCHEMA, COLUMNS, DUCKDB_COLUMNS
-from engine.store import PublishedData, ingest_spool, open_store, publish_recent_attempts
+from engine.published.partitions import append as publish_recent_attempts
+from engine.published.read import PublishedData
+from engine.store import ingest_spool, open_store
 from engine.store.db import ROW_GROUP_SIZE
 from engine.store.ingest import MAX_FILES
+from engine.telemetry.columns import ARROW_SCHEMA, COLUMNS, DUCKDB_COLUMNS
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROVIDERS = np.array(["claude", "gpt", "gemini"])
@@ -179,7 +181,7 @@ class Shape(NamedTuple):
 
 
 # The recorder writes 1,000-row files at low traffic and up to FILE_ROWS (10,000) when busy
-# (engine.recorder.FlushPacing). The scheduler takes up to MAX_FILES files a call, so many
+# (engine.telemetry.recorder.FlushPacing). The scheduler takes up to MAX_FILES files a call, so many
 # when they wait for it: after a pause, or at ~100,000 attempts/s of 1,000-row files.
 SHAPES = (Shape(MAX_FILES, 1_000, 3), Shape(100, 1_000, 5), Shape(50, 10_000, 3),
           Shape(5, 100_000, 3))  # fmt: skip

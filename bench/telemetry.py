@@ -21,8 +21,8 @@ from typing import Any
 from bench import recorder, scheduler, store
 from bench.stats import Figure, percentile
 from bench.timing import describe
-from engine import scheduler as scheduler_module
-from engine.store.partitions import FANOUT
+from engine.published.partitions import FANOUT
+from engine.scheduler.pipeline import pipeline as scheduler_module
 
 HOOK_TARGET_US = 20.0
 CYCLE_TARGET_MS = 1000.0

@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.dashboard import Render, live_render
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import Pipeline
 from simulations import job as jobs
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.history import seed_history

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data
-from engine.store.scheduler_status import banner, read_status
+from engine.published.scheduler_status import banner, read_status
 
 st.set_page_config(page_title="Switchover", page_icon=":material/alt_route:", layout="wide")
 

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from engine.money import digits_for, format_usd
+from engine.core.money import digits_for, format_usd
 
 # One colour per target (or provider) on every page and in every incident: picked from the
 # name, so a target keeps its colour whatever else a chart shows. Without Dark24's pure red,
@@ -65,7 +65,7 @@ def stacked(
     frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis: str, unit: str = ""
 ) -> go.Figure:
     """Bars of `y` per `x`, stacked by `color`. `unit` "usd": the axis and each bar's hover
-    in dollars as engine.money writes them."""
+    in dollars as engine.core.money writes them."""
     if unit != "usd":
         return _layout(px.bar(frame, x=x, y=y, color=color), title, yaxis)
     shown = frame.assign(shown=[format_usd(v) for v in frame[y]])
@@ -222,8 +222,8 @@ def timeline_lines(
 
 
 def usd_ticks(values: pd.Series) -> str:
-    """A dollar axis's tick format (d3's, which puts the sign before the "$" as engine.money
-    does), with the decimals engine.money gives a tenth of the largest amount: the ticks of
+    """A dollar axis's tick format (d3's, which puts the sign before the "$" as engine.core.money
+    does), with the decimals engine.core.money gives a tenth of the largest amount: the ticks of
     an axis up to $0.47 read "$0.10", and those up to $0.02 "$0.0050", not "$0.01" twice."""
     largest = values.astype(float).abs().max() if len(values) else 0.0
     return f"$,.{digits_for(0 if pd.isna(largest) else largest / 10)}f"

@@ -1,7 +1,7 @@
 """Money the pages show beside its parts, as text that adds up as shown: the fallback premium
 (price difference + cache loss), an incident's extra cost (fallback premium + re-warm), and a
 table's column of dollars at one precision. Pure: amounts in, text out; the formatting itself
-is engine.money's, so every page, alert and report writes money the same way.
+is engine.core.money's, so every page, alert and report writes money the same way.
 
 A difference in cost (a premium, a price difference, an extra cost) is said as a saving or a
 cost ("saved $0.19", "cost $0.07 more"); a cache loss or a re-warm never goes below zero and
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from engine.money import (
+from engine.core.money import (
     Amount,
     column_digits,
     digits_for,
@@ -61,7 +61,7 @@ def extra_cost_parts(
 
 
 def usd_column(values: Iterable[object], *, change: bool = False, missing: str = "—") -> list[str]:
-    """A table's column of dollars at one precision (engine.money.column_digits), so that the
+    """A table's column of dollars at one precision (engine.core.money.column_digits), so that the
     rows line up and compare; as differences ("saved $0.11") when `change`. A missing amount
     reads `missing`, never None, nan or <NA>."""
     amounts = [None if pd.isna(v) else to_decimal(v) for v in values]  # type: ignore[arg-type]

@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import streamlit as st
 
-from engine.paths import DataPaths
-from engine.store.read import PublishedData
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
 
 WINDOWS: dict[str, timedelta] = {
     "15 min": timedelta(minutes=15),

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from engine.alerts.families import describe
-from engine.money import format_change
+from engine.core.money import format_change
 
 # The Live page's "last 5 min"; a target's fault share over it: below DEGRADED healthy, from
 # DOWN down.

@@ -3,7 +3,7 @@ the published frames: which eval run is a route's latest and which of its target
 the route's minimum pass rate, what the drills found, and how often each target's answers
 broke their contract. Pure functions of DataFrames, no Streamlit, as dashboard.figures.
 
-The pass rates themselves come computed from the `eval_scores` query (engine/store/read.py),
+The pass rates themselves come computed from the `eval_scores` query (engine/published/read.py),
 the one definition the weekly report shares; definitions are docs/metrics.md's (Readiness).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.money import format_change, format_usd
+from engine.core.money import format_change, format_usd
 
 BELOW, MET = "⚠ below minimum", "ok"
 TARGET_COLUMNS = ["target", "role", "pass_rate", "passed", "latency_p50_ms", "cost_usd", "minimum"]

@@ -1,5 +1,6 @@
 """One request's attempts as a person reads them, for the Explorer: who answered it, and when
-a later target finished a stream that broke mid-answer (engine.continuation), the parts of that
+a later target finished a stream that broke mid-answer (engine.fallback.continuation), the parts of
+that
 one answer. Pure: the request's attempts (a DataFrame of `request_attempts`) in, text and a
 table out; no Streamlit, no queries.
 """
@@ -10,7 +11,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from engine.money import format_parts, to_decimal
+from engine.core.money import format_parts, to_decimal
 
 # How the failure that ended a part reads in a sentence ("after a cut at 412 characters").
 _FAILURES = {"stream_cut": "a cut", "stream_stalled": "a stall"}
@@ -66,7 +67,7 @@ def parts_cost(chain: pd.DataFrame) -> str | None:
 
 
 def _costs(pieces: pd.DataFrame) -> tuple[str, list[str]]:
-    """The priced parts' total and each part's cost as shown (engine.money.format_parts: one
+    """The priced parts' total and each part's cost as shown (engine.core.money.format_parts: one
     precision, adding up); "no known price" for a part whose model has none."""
     priced = {str(i): to_decimal(c) for i, c in enumerate(pieces["cost_usd"]) if pd.notna(c)}
     total, shown = format_parts(sum(priced.values(), Decimal(0)), priced)

@@ -3,11 +3,11 @@
 The public surface is `__all__`; everything else is internal and may change.
 """
 
-from engine.breaker import BreakerPolicy, BreakerStore, MemoryBreakerStore
-from engine.chain import Chain, ChainEvent, Target
-from engine.clock import Clock, SystemClock, VirtualClock
+from engine.behaviours.pii import PiiPolicy
 from engine.config import Config, load_config, parse_config
-from engine.errors import (
+from engine.core.attempt import Attempt
+from engine.core.clock import Clock, SystemClock, VirtualClock
+from engine.core.errors import (
     AccountFault,
     AllProvidersUnavailable,
     AmbiguousFault,
@@ -22,12 +22,7 @@ from engine.errors import (
     RequestFault,
     SwitchoverError,
 )
-from engine.jobs import Done, Failed, JobPolicy, RetryLater, run_job, run_job_sync
-from engine.pii import PiiPolicy
-from engine.policy import Policy
-from engine.switchover import Switchover
-from engine.types import (
-    Attempt,
+from engine.core.messages import (
     Image,
     Message,
     MessageEnd,
@@ -47,6 +42,12 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.fallback.chain import Chain, ChainEvent
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
+from engine.runtime.jobs import Done, Failed, JobPolicy, RetryLater, run_job, run_job_sync
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import BreakerPolicy, BreakerStore, MemoryBreakerStore
 
 __all__ = [
     "AccountFault",

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pandas as pd
 
-from engine.store.read import PublishedData
+from engine.published.read import PublishedData
 from simulations.demo_client import Outcome
 
 Say = Callable[[str], None]

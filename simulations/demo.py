@@ -1,7 +1,7 @@
 """`switchover up --demo`: the product on the fake providers, with traffic and incidents.
 
 Nothing here is a mock-up, and the demo is one system: the scheduler, the gateway and the
-dashboard run as their own processes (engine.supervisor), and the demo's traffic goes to the
+dashboard run as their own processes (engine.cli.supervisor), and the demo's traffic goes to the
 gateway over HTTP in both dialects, as applications' traffic does (simulations.demo_client).
 The gateway's chains call the fault-injecting fake server, which plays a repeating 15-minute
 incident plan (the support primary answering 529 for 3 minutes, a 429 storm on the
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.cli.supervisor import Stop, Supervisor, start_stack, switchover
 from engine.config import Config, load_config, parse_config
-from engine.errors import ConfigError
-from engine.paths import DataPaths
-from engine.supervisor import Stop, Supervisor, start_stack, switchover
+from engine.core.errors import ConfigError
+from engine.core.paths import DataPaths
 from simulations.console import Console
 from simulations.demo_client import gateway_client, send_traffic, wait_until_ready
 from simulations.fakes import FakeProviders

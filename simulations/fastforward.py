@@ -45,18 +45,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine import records
-from engine.breaker import (
+from engine.config import Config, RouteConfig
+from engine.core.attempt import Attempt
+from engine.core.pricing import Pricer
+from engine.fallback.policy import Policy
+from engine.state.breaker import (
     WINDOW_BUCKETS,
     BreakerState,
     MemoryBreakerStore,
     Success,
     transition,
 )
-from engine.config import Config, RouteConfig
-from engine.policy import Policy
-from engine.pricing import Pricer
-from engine.types import Attempt
+from engine.telemetry import columns as records
 from simulations.scenario import Scenario
 from simulations.simulated import CACHE_TTL_S, Caches, SimulatedProvider
 
@@ -184,7 +184,7 @@ def route_can_fast_forward(route: RouteConfig, config: Config, switches: Any) ->
 
 
 def first_attempt_limit(policy: Policy, backups: bool) -> float:
-    """The first attempt's time limit, as engine.attempt sets it when the chain starts."""
+    """The first attempt's time limit, as engine.fallback.run sets it when the chain starts."""
     reserve = policy.backup_reserve_share * policy.budget_s
     if backups and policy.budget_s - reserve >= policy.min_attempt_budget_s:
         end = policy.budget_s - reserve

@@ -6,7 +6,7 @@ cost with Haiku as the backup?"
     replayable_incidents     the incidents the second can replay
     recorded_window          what the record says of a window, to set a replay beside
 
-Everything is read from the published snapshots (engine.store.read.PublishedData: the traffic
+Everything is read from the published snapshots (engine.published.read.PublishedData: the traffic
 profile, engine.store.traffic_profile), never the database, so it works while the scheduler
 runs; and only counts and distributions are read, never a prompt. A scenario has:
 
@@ -34,9 +34,9 @@ import pandas as pd
 
 from engine.alerts.families import describe
 from engine.config import Config, parse_config, parse_target
-from engine.errors import ConfigError
-from engine.money import format_usd
-from engine.store.read import PublishedData
+from engine.core.errors import ConfigError
+from engine.core.money import format_usd
+from engine.published.read import PublishedData
 from engine.store.traffic_profile import LEVELS, REPLAY_MARGIN
 from simulations.recorded_incidents import (
     incident,

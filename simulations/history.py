@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from engine.breaker_events import EVENTS_DIR
-from engine.clock import VirtualClock
-from engine.errors import ChainError
-from engine.paths import DataPaths
-from engine.switchover import Switchover
-from engine.types import Request
+from engine.core.clock import VirtualClock
+from engine.core.errors import ChainError
+from engine.core.messages import Request
+from engine.core.paths import DataPaths
+from engine.runtime.switchover import Switchover
+from engine.telemetry.breaker_events import EVENTS_DIR
 from simulations.fakes import Call, FakeTransport
 from simulations.traffic import Traffic
 

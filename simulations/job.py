@@ -39,8 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
-from engine.recorder_status import atomic_write
+from engine.core.errors import ConfigError
+from engine.telemetry.status import atomic_write
 from simulations.results import Comparison, as_json, from_json
 from simulations.scenario import Scenario
 

@@ -12,12 +12,12 @@ import shutil
 import time
 from datetime import UTC, datetime, timedelta
 
-from engine.errors import ChainError
-from engine.paths import DataPaths
-from engine.pricing import Pricer
-from engine.scheduler import Pipeline
-from engine.switchover import Switchover
-from engine.types import Message, Request
+from engine.core.errors import ChainError
+from engine.core.messages import Message, Request
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.runtime.switchover import Switchover
+from engine.scheduler.pipeline import Pipeline
 from simulations.arrivals import arrivals
 from simulations.fakes import FakeProviders
 from simulations.results import RunResult, results_of

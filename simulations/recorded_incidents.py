@@ -11,8 +11,8 @@ import pandas as pd
 
 from engine.alerts.families import BY_NAME
 from engine.config import Config
-from engine.errors import ConfigError
-from engine.store.read import PublishedData
+from engine.core.errors import ConfigError
+from engine.published.read import PublishedData
 from simulations.fault_schedule import FaultMinute, faults_of
 from simulations.scenario import Fault
 

@@ -1,6 +1,6 @@
 """A simulation's comparison in words: one sentence per candidate (the command line and the
 What-if page say the same), the headroom warnings, what a scaled run cannot show, and the
-command line's table. Money through engine.money; times in the zone asked for (UTC here)."""
+command line's table. Money through engine.core.money; times in the zone asked for (UTC here)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 
-from engine.money import (
+from engine.core.money import (
     column_digits,
     digits_for,
     format_parts,
@@ -202,7 +202,7 @@ def _answers(comparison: Comparison, run: RunResult) -> str:
 
 def _money_digits(comparison: Comparison) -> int:
     """Decimals for every candidate's extra cost and its parts, so that the table's rows
-    compare: what the largest of them needs (engine.money.digits_for)."""
+    compare: what the largest of them needs (engine.core.money.digits_for)."""
     every = [comparison.parts(run) for run in comparison.candidates]
     figures = [abs(v) for parts in every for v in (parts.total, *_named(parts).values())]
     return digits_for(max(figures, default=0))
@@ -210,7 +210,7 @@ def _money_digits(comparison: Comparison) -> int:
 
 def _shown(comparison: Comparison, run: RunResult, digits: int) -> tuple[str, dict[str, str]]:
     """`run`'s extra cost and its parts as shown: at `digits`, the parts adding up to the
-    extra cost as shown (engine.money.format_parts)."""
+    extra cost as shown (engine.core.money.format_parts)."""
     parts = comparison.parts(run)
     return format_parts(parts.total, _named(parts), digits)
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from engine.scheduler import Pipeline
+from engine.scheduler.pipeline import Pipeline
 from simulations.result_parts import (
     LIMIT_OF,
     MEASURES,
@@ -258,7 +258,7 @@ def _quantile(con: Any, p: float) -> Quantile | None:
 
 def _cause(target: str, error_class: str, message: str | None, requests: int) -> Cause:
     """A skipped request's message lists each target and why it was skipped, in order
-    (engine.attempt: "a: breaker open; b: cooling down after a rate limit"): its last target
+    (engine.fallback.run: "a: breaker open; b: cooling down after a rate limit"): its last target
     is where it ran out of options."""
     if message and ": " in message:
         target, _, detail = message.split("; ")[-1].partition(": ")

@@ -63,7 +63,7 @@ from typing import Any
 
 from engine.alerts.rules import parse_duration
 from engine.config import Config, parse_config
-from engine.errors import ConfigError
+from engine.core.errors import ConfigError
 from simulations.scenario_traffic import (
     Latency,
     RouteTraffic,
@@ -259,7 +259,7 @@ def compressed(scenario: Scenario, factor: float) -> Scenario:
     """The same scenario `factor` times faster: durations, fault times, latencies and every
     policy time divided by it, the request rate multiplied. A live run of it (real HTTP, real
     clock) takes `duration / factor` seconds and must agree with its simulation."""
-    from engine.policy import Policy
+    from engine.fallback.policy import Policy
 
     def policy(p: Policy) -> Policy:
         times = {f: getattr(p, f) / factor for f in p.__dataclass_fields__ if f.endswith("_s")}

@@ -20,13 +20,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from engine.behaviours.pii import PII_KINDS
+from engine.behaviours.prompts import TargetPrompt
 from engine.config import DEFAULT_BASE_URLS as _BASE_URLS
 from engine.config import Config, ProviderConfig, RouteConfig, TargetConfig
-from engine.errors import ConfigError
-from engine.pii import PII_KINDS
-from engine.policy import Policy
-from engine.pricing import PriceOverride
-from engine.prompts import TargetPrompt
+from engine.core.errors import ConfigError
+from engine.core.pricing import PriceOverride
+from engine.fallback.policy import Policy
 from simulations.scenario import Fault, Latency, Limits, Scenario
 from simulations.scenario_traffic import RouteTraffic
 

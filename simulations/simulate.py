@@ -36,16 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.breaker_events import recording_changes
-from engine.clock import VirtualClock
 from engine.config import Config, ProviderConfig, parse_target
-from engine.errors import ChainError, ConfigError
-from engine.paths import DataPaths
-from engine.pricing import Pricer, known_price_provider
-from engine.recorder import Recorder
-from engine.scheduler import Pipeline
-from engine.switchover import Switchover, breaker_policies
-from engine.types import Message, Request
+from engine.core.clock import VirtualClock
+from engine.core.errors import ChainError, ConfigError
+from engine.core.messages import Message, Request
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer, known_price_provider
+from engine.runtime.switchover import Switchover, breaker_policies
+from engine.scheduler.pipeline import Pipeline
+from engine.telemetry.breaker_events import recording_changes
+from engine.telemetry.recorder import Recorder
 from simulations.arrivals import arrivals
 from simulations.fastforward import Columns, FastForward, PendingBreakers
 from simulations.results import Comparison, RunResult, results_of

@@ -3,7 +3,7 @@
 It implements the engine's `Provider` protocol, so the real chain, breakers, classification and
 recorder run unchanged above it; only the wire is gone. A failure is produced as the real
 provider would produce it: an HTTP status with the dialect's own error body (from the fake
-providers' fault catalogue), turned into an `AttemptError` by `engine.classify`, the same
+providers' fault catalogue), turned into an `AttemptError` by `engine.core.classify`, the same
 function the HTTP adapters call. Time passes on the injected clock: a reply arrives after a
 latency drawn from the scenario's lognormal (median, p99); one slower than the attempt's
 timeout is a read timeout, as a hung connection would be.
@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from engine.classify import classify_exception, classify_response
-from engine.clock import Clock
-from engine.types import MessageEnd, Request, Response, StreamEvent, Text, TextDelta, Usage
+from engine.core.classify import classify_exception, classify_response
+from engine.core.clock import Clock
+from engine.core.messages import MessageEnd, Request, Response, StreamEvent, Text, TextDelta, Usage
 from simulations.fakes.faults import FAULTS
 from simulations.scenario import Fault, Latency, Limits, RouteTraffic
 

@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engine.core.messages import Message, Request
 from engine.providers import anthropic_codec, openai_codec
-from engine.types import Message, Request
 
 Dialect = Literal["anthropic", "openai"]
 FEATURE_HEADER = "x-switchover-feature"  # the gateway's tag for a caller's feature

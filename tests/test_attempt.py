@@ -7,8 +7,18 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.chain import Chain, Target
-from engine.types import Message, MessageEnd, Request, Response, StreamEvent, Text, TextDelta, Usage
+from engine.core.messages import (
+    Message,
+    MessageEnd,
+    Request,
+    Response,
+    StreamEvent,
+    Text,
+    TextDelta,
+    Usage,
+)
+from engine.fallback.chain import Chain
+from engine.fallback.target import Target
 
 
 class BrokenCodecProvider:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.bounded_json import MAX_DEPTH, JsonRejected, check_value, loads
+from engine.core.bounded_json import MAX_DEPTH, JsonRejected, check_value, loads
 
 
 @pytest.mark.parametrize(

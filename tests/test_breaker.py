@@ -10,7 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.breaker import (
+from engine.core.clock import VirtualClock
+from engine.core.errors import (
+    AccountFault,
+    AmbiguousFault,
+    AttemptError,
+    DrillFault,
+    ProviderFault,
+    QualityFault,
+    RateLimited,
+    RequestFault,
+)
+from engine.state.breaker import (
     WINDOW_BUCKETS,
     AccountFailure,
     Admission,
@@ -25,17 +36,6 @@ from engine.breaker import (
     admit,
     event_for,
     transition,
-)
-from engine.clock import VirtualClock
-from engine.errors import (
-    AccountFault,
-    AmbiguousFault,
-    AttemptError,
-    DrillFault,
-    ProviderFault,
-    QualityFault,
-    RateLimited,
-    RequestFault,
 )
 
 POLICY = BreakerPolicy()  # failures=5, window 60 s, min_volume=10, rate 0.5, cooldown 30 s

@@ -15,13 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
-from engine.errors import AllProvidersUnavailable
-from engine.policy import Policy
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.errors import AllProvidersUnavailable
+from engine.core.messages import Message, MessageEnd, Request, Response, StreamStart
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.openai import OpenAIProvider
-from engine.types import Attempt, Message, MessageEnd, Request, Response, StreamStart
 from simulations.fakes import FakeTransport
 
 ASK = Request(messages=(Message.user("where is my parcel?"),))

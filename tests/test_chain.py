@@ -10,14 +10,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from engine.breaker import BreakerState
-from engine.chain import Chain, ChainEvent, Target
-from engine.clock import VirtualClock
-from engine.errors import AllProvidersUnavailable, ChainError, RequestFailed
-from engine.policy import Policy
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.errors import AllProvidersUnavailable, ChainError, RequestFailed
+from engine.core.messages import Message, Request, Response
+from engine.fallback.chain import Chain, ChainEvent
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.openai import OpenAIProvider
-from engine.types import Attempt, Message, Request, Response
+from engine.state.breaker import BreakerState
 from simulations.fakes import Call, FakeTransport
 
 PRIMARY, BACKUP, THIRD = "claude/claude-sonnet-4-5", "gpt/gpt-4o", "mistral/mistral-large"

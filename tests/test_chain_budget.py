@@ -13,16 +13,10 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
-from engine.context_windows import window_of
-from engine.errors import AllProvidersUnavailable, ChainError, RequestFailed
-from engine.policy import Policy
-from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import Provider
-from engine.providers.openai import OpenAIProvider
-from engine.types import (
-    Attempt,
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.errors import AllProvidersUnavailable, ChainError, RequestFailed
+from engine.core.messages import (
     Message,
     MessageEnd,
     Request,
@@ -31,6 +25,13 @@ from engine.types import (
     StreamEvent,
     StreamStart,
 )
+from engine.fallback.chain import Chain
+from engine.fallback.context_windows import window_of
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
+from engine.providers.anthropic import AnthropicProvider
+from engine.providers.base import Provider
+from engine.providers.openai import OpenAIProvider
 from simulations.fakes import FakeTransport
 
 SLACK_S = 0.05

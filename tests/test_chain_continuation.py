@@ -1,4 +1,4 @@
-"""Mid-stream continuation on virtual time (engine.continuation): a route with
+"""Mid-stream continuation on virtual time (engine.fallback.continuation): a route with
 `on_stream_failure = "continue"` finishes a committed stream that failed on a later target that
 continues a final assistant message, so the caller reads one answer, once, in one stream."""
 
@@ -9,16 +9,10 @@ from typing import Any
 
 import pytest
 
-from engine.breaker import ProviderFailure
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
-from engine.continuation import CONTINUE_ELSEWHERE, continued_parts
-from engine.contracts import OutputContract
-from engine.policy import Policy
-from engine.providers.anthropic import AnthropicProvider
-from engine.providers.openai import OpenAIProvider
-from engine.types import (
-    Attempt,
+from engine.behaviours.contracts import OutputContract
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.messages import (
     Message,
     MessageEnd,
     Request,
@@ -30,6 +24,13 @@ from engine.types import (
     ToolCallStart,
     Usage,
 )
+from engine.fallback.chain import Chain
+from engine.fallback.continuation import CONTINUE_ELSEWHERE, continued_parts
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
+from engine.providers.anthropic import AnthropicProvider
+from engine.providers.openai import OpenAIProvider
+from engine.state.breaker import ProviderFailure
 from simulations.fakes import FakeTransport
 
 QUESTION = "Where is my order, and when will it reach the depot near me?"

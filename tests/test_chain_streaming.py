@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from test_chain import ASK, BACKUP, PRIMARY, Rig, model
 
-from engine.errors import AllProvidersUnavailable, RequestFailed
-from engine.types import MessageEnd, StreamError, StreamEvent, StreamStart, TextDelta
+from engine.core.errors import AllProvidersUnavailable, RequestFailed
+from engine.core.messages import MessageEnd, StreamError, StreamEvent, StreamStart, TextDelta
 
 
 def stream(rig: Rig) -> list[tuple[float, StreamEvent]]:

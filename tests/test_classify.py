@@ -9,8 +9,8 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from engine import classify
-from engine.errors import (
+from engine.core import classify
+from engine.core.errors import (
     AccountFault,
     AmbiguousFault,
     Decision,

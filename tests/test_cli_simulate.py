@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 import pytest
 from typer.testing import CliRunner
 
-from engine.cli import app
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.store.read import PublishedData
+from engine.cli.main import app
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
+from engine.scheduler.pipeline import Pipeline
 from simulations.demo import DEMO_CONFIG, DEMO_KEY_ENV, DEMO_MARKER, demo_config
 from simulations.from_store import replayable_incidents
 from simulations.history import seed_history

@@ -6,9 +6,9 @@ import asyncio
 
 from typer.testing import CliRunner
 
-from engine.cli import app
-from engine.paths import DataPaths
-from engine.switches import TargetSwitches
+from engine.cli.main import app
+from engine.core.paths import DataPaths
+from engine.state.switches import TargetSwitches
 
 runner = CliRunner()
 CONFIG = """

@@ -9,7 +9,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from engine.clock import SystemClock, VirtualClock
+from engine.core.clock import SystemClock, VirtualClock
 
 
 def test_an_hour_of_sleeping_takes_no_real_time():

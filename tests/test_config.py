@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.config import load_config, parse_config
-from engine.errors import ConfigError
-from engine.pricing import GENAI_PRICES_SOURCE
+from engine.core.errors import ConfigError
+from engine.core.pricing import GENAI_PRICES_SOURCE
 
 ISSUE_EXAMPLE = """
 [providers.claude]

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import config, config_routes
+from engine import config
 from engine.alerts import rules
-from engine.policy import POLICY_KEYS
+from engine.config import routes as config_routes
+from engine.fallback.policy import POLICY_KEYS
 
 REFERENCE = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
 KEYS = sorted(

@@ -10,15 +10,17 @@ from typing import Any
 
 import pytest
 
-from engine.breaker import BreakerState
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
 from engine.config import parse_config
-from engine.context_windows import window_of
-from engine.errors import AllProvidersUnavailable, ConfigError, RequestFailed
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.errors import AllProvidersUnavailable, ConfigError, RequestFailed
+from engine.core.messages import Message, MessageEnd, Request, Response, StreamStart
+from engine.fallback.chain import Chain
+from engine.fallback.context_windows import window_of
+from engine.fallback.target import Target
 from engine.providers.openai import OpenAIProvider
-from engine.switchover import Switchover
-from engine.types import Attempt, Message, MessageEnd, Request, Response, StreamStart
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import BreakerState
 from simulations.fakes import FakeTransport
 
 ASK = Request(messages=(Message.user("summarise this very long contract"),))

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from engine.config import parse_config
-from engine.continuation import supports_continuation
-from engine.errors import ConfigError
-from engine.switchover import Switchover
+from engine.core.errors import ConfigError
+from engine.fallback.continuation import supports_continuation
+from engine.runtime.switchover import Switchover
 
 
 def config(route: dict[str, Any] | None = None, **providers: dict[str, Any]) -> Any:

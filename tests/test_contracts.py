@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.contracts import (
+from engine.behaviours.contracts import (
     MESSAGE_LIMIT,
     QUALITY_KINDS,
     OutputContract,
@@ -14,7 +14,7 @@ from engine.contracts import (
     check_answer,
     check_tool_calls,
 )
-from engine.types import Message, Request, Response, Text, Tool, ToolCall, Usage
+from engine.core.messages import Message, Request, Response, Text, Tool, ToolCall, Usage
 
 INVOICE = {
     "type": "object",

@@ -11,12 +11,18 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.breaker import AccountFailure
-from engine.chain import Chain, Target
-from engine.clock import SystemClock, VirtualClock
 from engine.config import parse_config
-from engine.errors import AllProvidersUnavailable, ConfigError, RequestFailed
-from engine.jobs import (
+from engine.core.clock import SystemClock, VirtualClock
+from engine.core.errors import AllProvidersUnavailable, ConfigError, RequestFailed
+from engine.core.messages import Message, Request
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
+from engine.providers.anthropic import AnthropicProvider
+from engine.providers.base import HttpProvider
+from engine.providers.openai import OpenAIProvider
+from engine.providers.transport import AiohttpTransport
+from engine.runtime.jobs import (
     Done,
     Failed,
     JobOutcome,
@@ -26,13 +32,8 @@ from engine.jobs import (
     run_job,
     run_job_sync,
 )
-from engine.policy import Policy
-from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import HttpProvider
-from engine.providers.openai import OpenAIProvider
-from engine.providers.transport import AiohttpTransport
-from engine.switchover import Switchover
-from engine.types import Message, Request
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import AccountFailure
 from simulations.fakes import FakeProviders, FakeTransport
 
 PRIMARY, BACKUP, THIRD = "claude/claude-sonnet-4-5", "gpt/gpt-4o", "mistral/mistral-large"

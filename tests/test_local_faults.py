@@ -9,11 +9,11 @@ import math
 
 from test_chain import ASK, BACKUP, PRIMARY, Rig
 
-from engine.breaker import BreakerState
-from engine.chain import Target
-from engine.errors import LocalFault, RequestFailed
+from engine.core.errors import LocalFault, RequestFailed
+from engine.core.messages import Message, Request, Text, ToolCall
+from engine.fallback.target import Target
 from engine.gateway.errors import failure_for
-from engine.types import Message, Request, Text, ToolCall
+from engine.state.breaker import BreakerState
 
 
 def test_a_lone_surrogate_in_a_library_request_is_never_sent_and_never_counted():

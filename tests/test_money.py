@@ -1,4 +1,4 @@
-"""engine.money: dollars as people read them, one format for every page, alert, report and CLI
+"""engine.core.money: dollars as people read them, one format for every page, alert, report and CLI
 line; a whole and its parts that add up as shown."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from engine.money import (
+from engine.core.money import (
     column_digits,
     digits_for,
     format_change,

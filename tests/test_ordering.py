@@ -16,14 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
-from engine.errors import RequestFailed
-from engine.health_scores import MemoryHealthScores
-from engine.ordering import TargetOrder, order_targets
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.errors import RequestFailed
+from engine.core.messages import Message, Request
+from engine.fallback.chain import Chain
+from engine.fallback.order import TargetOrder, order_targets
+from engine.fallback.target import Target
 from engine.providers.openai import OpenAIProvider
-from engine.switches import TargetSwitches
-from engine.types import Attempt, Message, Request
+from engine.state.health_scores import MemoryHealthScores
+from engine.state.switches import TargetSwitches
 from simulations.fakes import FakeTransport
 
 A, B, C = "gpt/a", "gpt/b", "gpt/c"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from engine.pii import PII_KINDS, Masker, PiiPolicy, mask_request, restore_response
-from engine.types import (
+from engine.behaviours.pii import PII_KINDS, Masker, PiiPolicy, mask_request, restore_response
+from engine.core.messages import (
     Image,
     Message,
     Request,

@@ -1,4 +1,4 @@
-"""engine.pricing: every attempt costs what genai-prices says it costs, in exact Decimals, from
+"""engine.core.pricing: every attempt costs what genai-prices says it costs, in exact Decimals, from
 the data bundled with the installed version, unless config overrides the price."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from genai_prices.data import providers as bundled_providers
 from genai_prices.data_snapshot import DataSnapshot, set_custom_snapshot
 
 from engine.config import parse_config
-from engine.pricing import GENAI_PRICES_SOURCE, PriceOverride, Pricer, UnitPrices
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.core.pricing import GENAI_PRICES_SOURCE, PriceOverride, Pricer, UnitPrices
 
 WHEN = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
 SOURCE = f"genai-prices {genai_prices.__version__}"

@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.clock import SystemClock, VirtualClock
-from engine.recorder import FILE_ROWS, FlushPacing, Recorder
-from engine.records import ARROW_SCHEMA, HOST
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.core.clock import SystemClock, VirtualClock
+from engine.telemetry.columns import ARROW_SCHEMA, HOST
+from engine.telemetry.recorder import FILE_ROWS, FlushPacing, Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 STARTED = datetime(2026, 1, 5, 9, 0, 0, 123456, tzinfo=UTC)
@@ -380,7 +380,7 @@ def test_a_recorder_that_has_seen_no_traffic_writes_at_flush_rows():
 RECORD_THEN_WAIT = """
     import sys
     from pathlib import Path
-    from engine.recorder import Recorder
+    from engine.telemetry.recorder import Recorder
     from test_recorder import make_attempt
 
     recorder = Recorder(Path(sys.argv[1]), flush_interval_s=3600, flush_rows=10**6)
@@ -426,7 +426,7 @@ def test_an_application_sigterm_handler_is_never_replaced(tmp_path):
     script = """
         import signal, sys
         from pathlib import Path
-        from engine.recorder import Recorder
+        from engine.telemetry.recorder import Recorder
 
         def mine(signum, frame):
             pass

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 from test_recorder import make_attempt
 
-from engine.paths import DataPaths
-from engine.recorder import Recorder
-from engine.recorder_status import RecorderStatus
-from engine.records import HOST
-from engine.scheduler import Pipeline
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import Pipeline
+from engine.telemetry.columns import HOST
+from engine.telemetry.recorder import Recorder
+from engine.telemetry.status import RecorderStatus
 
 NOW = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)  # half an hour after make_attempt's attempts
 

@@ -10,22 +10,14 @@ from typing import Any
 
 import pytest
 
-from engine.clock import VirtualClock
 from engine.config import parse_config
-from engine.errors import AllProvidersUnavailable
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.switchover import Switchover
-from engine.types import (
-    Attempt,
-    Message,
-    Request,
-    Text,
-    TextDelta,
-    Tool,
-    ToolCall,
-    ToolResult,
-)
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.core.errors import AllProvidersUnavailable
+from engine.core.messages import Message, Request, Text, TextDelta, Tool, ToolCall, ToolResult
+from engine.core.paths import DataPaths
+from engine.runtime.switchover import Switchover
+from engine.scheduler.pipeline import Pipeline
 from simulations.fakes import FakeTransport
 
 PRIMARY, BACKUP = "claude-sonnet-4-5", "gpt-4.1-mini"

@@ -6,17 +6,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
-from engine.paths import DataPaths
-from engine.policy import Policy
-from engine.pricing import Pricer
+from engine.core.clock import VirtualClock
+from engine.core.messages import Message, Request
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.openai import OpenAIProvider
-from engine.recorder import Recorder
-from engine.scheduler import Pipeline
-from engine.store.read import PublishedData
-from engine.types import Message, Request
+from engine.published.read import PublishedData
+from engine.scheduler.pipeline import Pipeline
+from engine.telemetry.recorder import Recorder
 from simulations.fakes import FakeTransport
 
 

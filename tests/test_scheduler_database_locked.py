@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.store.publish import MANIFEST
-from engine.store.scheduler_status import SchedulerStatus, open_when_free, read_status
+from engine.core.paths import DataPaths
+from engine.published.publish import MANIFEST
+from engine.published.scheduler_status import SchedulerStatus, open_when_free, read_status
+from engine.scheduler.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0  # a loaded 2-core machine: generous, and only the failure path waits it out
@@ -32,8 +32,8 @@ sys.stdin.read()
 SCHEDULER = """
 import logging, sys
 from pathlib import Path
-from engine.paths import DataPaths
-from engine.scheduler import run_scheduler
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import run_scheduler
 logging.basicConfig(level=logging.INFO)
 run_scheduler(DataPaths(Path(sys.argv[1])), cycle_s=0.2, retry_s=0.1)
 """

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.scrub import MESSAGE_LIMIT, Scrubber
-from engine.types import Message, Request, Text, ToolCall, ToolResult
+from engine.core.messages import Message, Request, Text, ToolCall, ToolResult
+from engine.core.scrub import MESSAGE_LIMIT, Scrubber
 
 KEY = "sk-ant-api03-ReallySecret-0001"
 

@@ -22,8 +22,8 @@ import duckdb
 import httpx
 import pytest
 
-from engine.paths import DataPaths
-from engine.supervisor import Stop, Supervisor, exit_status, start_stack
+from engine.cli.supervisor import Stop, Supervisor, exit_status, start_stack
+from engine.core.paths import DataPaths
 from simulations.fakes import FakeProviders
 
 DEADLINE_S = 60  # for anything a loaded 2-core machine does in a few seconds
@@ -262,7 +262,7 @@ def test_children_stop_when_the_supervisor_itself_is_killed(tmp_path: Path):
     script = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from engine.supervisor import Supervisor\n"
+        "from engine.cli.supervisor import Supervisor\n"
         "async def main():\n"
         f"    sup = Supervisor(print, Path({str(tmp_path / 'logs')!r}))\n"
         "    child = await sup.start('sleeper', [sys.executable, '-c', 'import time; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 
 from engine.config import parse_config
-from engine.switchover import Switchover
+from engine.runtime.switchover import Switchover
 
 CONFIG = """
 [providers.gpt]

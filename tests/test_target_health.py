@@ -1,4 +1,4 @@
-"""What a drill's pre-flight learns of a target (engine.target_health): its breaker (real
+"""What a drill's pre-flight learns of a target (engine.state.target_health): its breaker (real
 memory store), the operator switches (the real control file) and the faults this process saw,
 on a virtual clock."""
 
@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from store.spool import make_attempt
 
-from engine.breaker import AccountFailure, BreakerPolicy, MemoryBreakerStore, RateLimit
-from engine.clock import VirtualClock
-from engine.switches import TargetSwitches
-from engine.target_health import TargetHealth
+from engine.core.clock import VirtualClock
+from engine.state.breaker import AccountFailure, BreakerPolicy, MemoryBreakerStore, RateLimit
+from engine.state.switches import TargetSwitches
+from engine.state.target_health import TargetHealth
 
 T = "gpt/gpt-4.1-mini"
 

@@ -15,12 +15,14 @@ from collections.abc import AsyncIterator
 import pytest
 from test_chain import PRIMARY, Rig
 
-from engine.chain import Chain, Target
-from engine.errors import ChainError
-from engine.policy import Policy
+from engine.core.attempt import Attempt
+from engine.core.errors import ChainError
+from engine.core.messages import Message, Request
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
 from engine.providers import AnthropicProvider, OpenAIProvider
 from engine.providers.base import HttpProvider
-from engine.types import Attempt, Message, Request
 from simulations.fakes import FakeProviders
 
 ASK = Request(messages=(Message.user("where is my parcel?"),), max_tokens=64)

@@ -11,7 +11,7 @@ from dashboard import charts, data
 from dashboard.cost_parts import premium_parts, usd_column
 from dashboard.definitions import define
 from dashboard.figures import cost_by, cost_summary, token_mix
-from engine.money import format_usd
+from engine.core.money import format_usd
 
 DIMENSIONS = {"Route": "route", "Provider": "provider", "Model": "model", "Feature": "feature"}
 

@@ -17,7 +17,7 @@ from dashboard.definitions import define
 from dashboard.figures import incident_table, traffic_by_target
 from dashboard.readiness import drill_table
 from engine.alerts.silences import request_silence
-from engine.money import format_usd
+from engine.core.money import format_usd
 
 RANGES = {"24 h": timedelta(days=1), "7 d": timedelta(days=7), "35 d": timedelta(days=35)}
 AROUND = timedelta(minutes=10)  # the detail charts show this much before and after

@@ -15,7 +15,7 @@ import streamlit as st
 from dashboard import charts, data, figures
 from dashboard.definitions import define
 from dashboard.figures import Span
-from engine.money import format_change, format_usd
+from engine.core.money import format_change, format_usd
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
 ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day

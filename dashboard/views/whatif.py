@@ -22,7 +22,7 @@ from dashboard import charts, data
 from engine.alerts.families import describe
 from engine.alerts.rules import parse_duration
 from engine.config import load_config
-from engine.errors import ConfigError
+from engine.core.errors import ConfigError
 from simulations import from_store
 from simulations import job as jobs
 from simulations.arrivals import arrivals

@@ -21,7 +21,7 @@ from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, wind
 from engine.alerts.credentials import credential
 from engine.alerts.rules import Rule
 from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
-from engine.money import format_parts, format_usd, read_usd
+from engine.core.money import format_parts, format_usd, read_usd
 
 log = logging.getLogger("switchover.alerts")
 

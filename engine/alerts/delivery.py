@@ -31,7 +31,7 @@ import duckdb
 import httpx
 
 from engine.alerts.rules import UNITS, Receiver
-from engine.money import format_usd
+from engine.core.money import format_usd
 
 log = logging.getLogger("switchover.alerts")
 

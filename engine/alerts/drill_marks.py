@@ -79,7 +79,7 @@ def _note(
 ) -> str:
     if until > now:
         when = f"since {started:%H:%M:%S} UTC"
-    elif until - started < timedelta(minutes=1):  # it ended itself at once (engine.drills)
+    elif until - started < timedelta(minutes=1):  # it ended itself at once (engine.state.drills)
         when = f"{started:%H:%M:%S}–{until:%H:%M:%S} UTC"
     else:
         when = f"{started:%H:%M}–{until:%H:%M} UTC"

@@ -5,7 +5,8 @@
     rate_limit     429 rate limit: the provider asked us to slow down
     account        401, 403, 402, 404 model, quota, spend limit: the key or the account
 
-Each family names the attempt `fault_kind`s it counts (engine.records) and the rollup columns
+Each family names the attempt `fault_kind`s it counts (engine.telemetry.columns) and the rollup
+columns
 that count them (engine.store.rollups). A fault drill's attempts (`fault_kind = "drill"`) and
 request faults belong to no family: the first are an exercise, the second the caller's.
 """

@@ -16,7 +16,8 @@ For an incident on target T, over the minutes of its window:
   - top error: the most frequent failure class (and HTTP status) among T's faults of the family;
   - during drills: the drills that ran on its routes while it lasted: the failures they caused
     are real and counted here, and said to be the drill's.
-A drill's span includes its end: one that ended itself at its first failed request (engine.drills
+A drill's span includes its end: one that ended itself at its first failed request
+(engine.state.drills
 SelfAbort) can end the moment it started, and that request was still the drill's.
 """
 

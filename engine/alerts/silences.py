@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 
 log = logging.getLogger("switchover.alerts")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
 from engine.alerts.rules import Rule
-from engine.breaker_events import EVENTS_DIR
+from engine.telemetry.breaker_events import EVENTS_DIR
 
 __all__ = ["telemetry_lag", "telemetry_loss"]
 

@@ -22,7 +22,7 @@ from engine.alerts.incident_evidence import Evidence
 from engine.alerts.incidents import IncidentPolicy, refresh_incidents
 from engine.alerts.rules import AlertingConfig
 from engine.alerts.silences import ingest_silences
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 
 log = logging.getLogger("switchover.alerts")
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config_routes import contract_of, no_unknown, read_toml, table_of
-from engine.contracts import OutputContract
-from engine.errors import ConfigError
-from engine.types import Message, Request
+from engine.behaviours.contracts import OutputContract
+from engine.config.routes import contract_of, no_unknown, read_toml, table_of
+from engine.core.errors import ConfigError
+from engine.core.messages import Message, Request
 
 __all__ = ["DEFAULT_MIN_PASS_RATE", "VALIDATORS", "Case", "CaseSet", "load_cases", "parse_cases"]
 

@@ -27,18 +27,18 @@ from typing import Any
 
 import httpx
 
-from engine.breaker import MemoryBreakerStore
-from engine.chain import Chain
-from engine.chains import ChainParts, build_chain
-from engine.clock import Clock, SystemClock
 from engine.config import Config, RouteConfig, TargetConfig
-from engine.errors import AllProvidersUnavailable, ChainError, ConfigError, RequestFailed
+from engine.core.attempt import Attempt
+from engine.core.clock import Clock, SystemClock
+from engine.core.errors import AllProvidersUnavailable, ChainError, ConfigError, RequestFailed
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
 from engine.evals.cases import Case, CaseSet
-from engine.paths import DataPaths
-from engine.pricing import Pricer
+from engine.fallback.chain import Chain
 from engine.providers.base import Provider
-from engine.switchover import build_provider
-from engine.types import Attempt
+from engine.runtime.chains import ChainParts, build_chain
+from engine.runtime.switchover import build_provider
+from engine.state.breaker import MemoryBreakerStore
 
 __all__ = ["EvalResult", "EvalRun", "TargetSummary", "run_eval", "write_run"]
 

@@ -9,7 +9,7 @@
                                     "force"?: true}   409 when its pre-flight finds no other
                                    target of the route healthy (the message says why), unless
                                    forced
-    POST /admin/drills/end         {"drill_id": "..."}          (engine.drills)
+    POST /admin/drills/end         {"drill_id": "..."}          (engine.state.drills)
 
 A switch is kept where every gateway process reads it (`Switchover.switches`: the data folder's
 control file, or Redis when configured), so a call to one worker turns the target off for all.
@@ -29,11 +29,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from engine import bounded_json
-from engine.drills import DrillError, DrillRefused, active_drills, end_drill, start_drill
+from engine.core import bounded_json
 from engine.gateway.dialects.base import dumps
 from engine.gateway.httputil import key_accepted
-from engine.switchover import Switchover
+from engine.runtime.switchover import Switchover
+from engine.state.drills import DrillError, DrillRefused, active_drills, end_drill, start_drill
 
 log = logging.getLogger("switchover.gateway")
 

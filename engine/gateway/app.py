@@ -37,9 +37,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from engine.chain import Chain
-from engine.continuation import continued_parts
-from engine.errors import ChainError, ConfigError
+from engine.core.attempt import Attempt
+from engine.core.errors import ChainError, ConfigError
+from engine.core.messages import MessageEnd, StreamError, StreamStart
+from engine.core.messages import Response as Answer
+from engine.core.pricing import Pricer
+from engine.fallback.chain import Chain
+from engine.fallback.continuation import continued_parts
 from engine.gateway import stream_log
 from engine.gateway.admin import admin_routes
 from engine.gateway.dialects.anthropic import ANTHROPIC
@@ -63,10 +67,7 @@ from engine.gateway.observability import (
     status_document,
 )
 from engine.gateway.protocol import OriginForm
-from engine.pricing import Pricer
-from engine.switchover import Switchover
-from engine.types import Attempt, MessageEnd, StreamError, StreamStart
-from engine.types import Response as Answer
+from engine.runtime.switchover import Switchover
 
 log = logging.getLogger("switchover.gateway")
 

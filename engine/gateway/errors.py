@@ -47,8 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.breaker import BreakerState
-from engine.errors import (
+from engine.core.errors import (
     AccountFault,
     AllProvidersUnavailable,
     AttemptError,
@@ -61,6 +60,7 @@ from engine.errors import (
 )
 from engine.gateway.dialects import anthropic as anthropic_dialect
 from engine.gateway.dialects import openai as openai_dialect
+from engine.state.breaker import BreakerState
 
 Face = str  # a dialect's name: "anthropic" or "openai"
 Cause = Literal[
@@ -166,7 +166,7 @@ def cause_of(error: AttemptError) -> Cause:
 
 
 def cause_of_skip(reason: str, breaker: BreakerState | None) -> Cause:
-    """Why a target was passed over: see `engine.chain._SKIP_REASONS`."""
+    """Why a target was passed over: see `engine.fallback.chain._SKIP_REASONS`."""
     if "budget" in reason:
         return "timeout"
     if "cooling" in reason:

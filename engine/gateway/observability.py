@@ -64,10 +64,10 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from engine.breaker import BreakerState, BreakerStore, MemoryBreakerStore
-from engine.recorder import Recorder
-from engine.switchover import Switchover
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import BreakerState, BreakerStore, MemoryBreakerStore
+from engine.telemetry.recorder import Recorder
 
 log = logging.getLogger("switchover.gateway")
 

@@ -4,7 +4,7 @@ Workers are separate processes started by uvicorn, so everything a worker needs 
 environment, and the app is built by a factory from it:
 
     SWITCHOVER_CONFIG          path of switchover.toml
-    SWITCHOVER_DATA_DIR        runtime folder; attempts spool to its spool/ (engine.paths), or
+    SWITCHOVER_DATA_DIR        runtime folder; attempts spool to its spool/ (engine.core.paths), or
                                go to PostgreSQL when the config's [state] postgres_url is set
     SWITCHOVER_GATEWAY_KEYS    comma-separated keys callers must present (x-api-key or
                                Authorization: Bearer); none: any caller, loopback only
@@ -38,11 +38,11 @@ from typing import Any
 from starlette.applications import Starlette
 
 from engine.config import GatewayConfig, load_config
-from engine.errors import ConfigError
+from engine.core.errors import ConfigError
+from engine.core.paths import DATA_DIR_ENV, DataPaths
 from engine.gateway.admin import ADMIN_KEYS_ENV
 from engine.gateway.app import DEFAULT_MAX_BODY_BYTES, GatewaySettings, create_app
 from engine.gateway.protocol import LOOP_FACTORY, ConnectionLimits, GuardedHttpToolsProtocol
-from engine.paths import DATA_DIR_ENV, DataPaths
 
 log = logging.getLogger("switchover.gateway")
 
@@ -158,7 +158,7 @@ def uvicorn_options(gateway: GatewayConfig, *, descriptors: int) -> dict[str, An
 
 def app_from_env() -> Starlette:
     """uvicorn's factory: the whole gateway of one worker, from the environment."""
-    from engine.switchover import Switchover
+    from engine.runtime.switchover import Switchover
 
     if not logging.getLogger().handlers:  # a spawned worker starts with no logging set up
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -225,10 +225,10 @@ def serve(
 
 def _say_where_breakers_live(redis_url: str | None, workers: int) -> None:
     """Once, before any worker starts: Redis (every host), else the data folder's SQLite file
-    (the workers of this host; engine.breaker_sqlite), or, when that file cannot be used, each
+    (the workers of this host; engine.state.breaker_sqlite), or, when that file cannot be used, each
     worker's memory. `serve` has set the data folder in the environment already."""
     if redis_url is None:
-        from engine.breaker_sqlite import check_usable
+        from engine.state.breaker_sqlite import check_usable
 
         path = DataPaths.default().breaker_states
         problem = check_usable(path)
@@ -244,7 +244,7 @@ def _say_where_breakers_live(redis_url: str | None, workers: int) -> None:
         else:
             log.warning("%s: breakers kept in memory until it can be used", problem)
         return
-    from engine.breaker_redis import check_reachable
+    from engine.state.breaker_redis import check_reachable
 
     problem = check_reachable(redis_url)
     if problem is None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from engine.continuation import continued_parts
-from engine.types import Attempt, StreamError, StreamStart
+from engine.core.attempt import Attempt
+from engine.core.messages import StreamError, StreamStart
+from engine.fallback.continuation import continued_parts
 
 log = logging.getLogger("switchover.gateway")
 

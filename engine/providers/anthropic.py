@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 
-from engine.clock import Clock
+from engine.core.clock import Clock
+from engine.core.messages import Request, Response, StreamEvent
 from engine.providers import anthropic_codec as codec
 from engine.providers.base import HttpProvider
 from engine.providers.sse import ServerSentEvent
-from engine.types import Request, Response, StreamEvent
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
 

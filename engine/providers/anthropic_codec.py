@@ -16,14 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.providers.codec import (
-    RAW_ARGUMENTS_KEY,  # noqa: F401  (re-exported: it used to live here)
-    MalformedAnswer,
-    count,
-    split_data_url,
-    tool_input,
-)
-from engine.types import (
+from engine.core.messages import (
     Image,
     Message,
     MessageEnd,
@@ -41,6 +34,13 @@ from engine.types import (
     ToolResult,
     Usage,
     UsageUpdate,
+)
+from engine.providers.codec import (
+    RAW_ARGUMENTS_KEY,  # noqa: F401  (re-exported: it used to live here)
+    MalformedAnswer,
+    count,
+    split_data_url,
+    tool_input,
 )
 
 __all__ = [

@@ -4,7 +4,7 @@
 `engine.providers.transport`'s aiohttp transport unless `transport=` says otherwise), the
 per-attempt timeout, POSTing JSON, lenient reading of bodies, SSE framing (a stream read to its
 end by `engine.providers.stream`), closing responses when a consumer stops early, and turning
-every failure into an `AttemptError` through `engine.classify` (never by its own judgement). A
+every failure into an `AttemptError` through `engine.core.classify` (never by its own judgement). A
 dialect subclass supplies only the path, the auth headers and its codec.
 
 Never puts the API key in a log line, an exception message or a repr.
@@ -21,9 +21,10 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
 
-from engine import classify
-from engine.clock import Clock, SystemClock
-from engine.errors import AttemptError, LocalFault
+from engine.core import classify
+from engine.core.clock import Clock, SystemClock
+from engine.core.errors import AttemptError, LocalFault
+from engine.core.messages import Request, Response, StreamEvent
 from engine.providers.codec import MalformedAnswer, response_events
 from engine.providers.sse import ServerSentEvent, aiter_sse
 from engine.providers.stream import (
@@ -34,7 +35,6 @@ from engine.providers.stream import (
     read_events,
 )
 from engine.providers.transport import default_transport
-from engine.types import Request, Response, StreamEvent
 
 __all__ = ["MAX_UNREADABLE_EVENTS", "HttpProvider", "Provider", "StreamDecoder"]
 

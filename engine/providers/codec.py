@@ -2,7 +2,7 @@
 `Response` as stream events.
 
 Pure: no I/O and no classification. A codec raises `MalformedAnswer` and the adapter turns it
-into the protocol fault the chain understands (`engine.classify` is the only place that builds
+into the protocol fault the chain understands (`engine.core.classify` is the only place that builds
 errors).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.types import (
+from engine.core.messages import (
     MessageEnd,
     Response,
     StreamEvent,

@@ -13,9 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from engine import bounded_json
-from engine.providers.codec import MalformedAnswer, arguments_text, count
-from engine.types import (
+from engine.core import bounded_json
+from engine.core.messages import (
     Image,
     Message,
     MessageEnd,
@@ -34,6 +33,7 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.providers.codec import MalformedAnswer, arguments_text, count
 
 __all__ = [
     "MaxTokensField",

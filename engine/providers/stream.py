@@ -22,7 +22,7 @@ turned a finished answer into an in-band error and a failure on the provider's a
 line arrived, so that a stream that stalls before its headers records no status at all.
 
 No I/O of its own and no classification rules: it reads the events it is handed and raises
-what `engine.classify` builds.
+what `engine.core.classify` builds.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from typing import Protocol
 
 import httpx
 
-from engine import classify
-from engine.clock import Clock
+from engine.core import classify
+from engine.core.clock import Clock
+from engine.core.messages import MessageEnd, StreamEvent
 from engine.providers.sse import ServerSentEvent
-from engine.types import MessageEnd, StreamEvent
 
 __all__ = [
     "FINISH_GRACE_S",

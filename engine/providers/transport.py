@@ -6,7 +6,8 @@ figures are in docs/decisions.md, "Transport"). `AiohttpTransport` is an
 `httpx.AsyncBaseTransport`, so the providers keep httpx's client, requests, responses, timeouts
 and exceptions, and `transport=` still takes any other.
 
-It must never report a failure differently from httpx's own transport, because `engine.classify`
+It must never report a failure differently from httpx's own transport, because
+`engine.core.classify`
 decides from the exception's class whether the provider can have acted on (and billed) the
 request. aiohttp's failures are translated here, and only here:
 

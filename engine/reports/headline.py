@@ -6,7 +6,7 @@ everywhere, a drill that did not pass).
 
 `headline_text` is the same as plain-text lines, for a chat message.
 
-Written from the numbers only (no model involved); every money figure through engine.money.
+Written from the numbers only (no model involved); every money figure through engine.core.money.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from engine.alerts.families import describe
-from engine.money import format_change, format_usd
+from engine.core.money import format_change, format_usd
 from engine.reports.dates import duration, moment, week_days
 
 if TYPE_CHECKING:

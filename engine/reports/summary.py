@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.money import format_parts, format_usd, read_usd
+from engine.core.money import format_parts, format_usd, read_usd
 from engine.reports.dates import moment
 from engine.reports.headline import plural
 

@@ -4,7 +4,7 @@ strings, shares as fractions, times in ISO 8601, a missing value empty).
 
 A whole shown beside its parts (spend and the routes', providers' and models' costs; the extra
 cost of fallbacks and its price difference, cache loss and re-warm) is rounded with
-engine.money.format_parts, so that the parts as shown add up to the whole as shown. A missing
+engine.core.money.format_parts, so that the parts as shown add up to the whole as shown. A missing
 value reads "—", never None or NaN.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from engine.alerts.families import describe
-from engine.money import format_change, format_parts, format_usd
+from engine.core.money import format_change, format_parts, format_usd
 from engine.reports.dates import duration, moment
 from engine.reports.headline import pct
 from engine.reports.summary import fallback_parts

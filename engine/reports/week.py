@@ -21,11 +21,11 @@ from decimal import Decimal
 
 import pandas as pd
 
+from engine.published.publish import RECENT_ATTEMPTS, read_manifest
+from engine.published.read import PublishedData
 from engine.reports import events
 from engine.reports.headline import Headline, headline
 from engine.reports.summary import summarise
-from engine.store.publish import RECENT_ATTEMPTS, read_manifest
-from engine.store.read import PublishedData
 
 AVAILABILITY_TARGET = 0.999
 NANO = Decimal("1e-9")  # the scale of the DECIMAL(18,9) money columns

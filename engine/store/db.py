@@ -3,7 +3,7 @@
 Only the scheduler process calls `open_store`; nothing else ever opens the .duckdb file. DuckDB
 lets one process write a database file or many processes read it, never both at once, so gateway
 workers write spool files, the scheduler alone owns the database, and the dashboard reads the
-Parquet snapshots the scheduler publishes (`engine.store.read`).
+Parquet snapshots the scheduler publishes (`engine.published.read`).
 
 The file is attached to an in-memory DuckDB instance instead of being opened directly, for one
 reason: `ATTACH` takes a row-group size and `duckdb.connect` does not. Half the default

@@ -1,5 +1,5 @@
 """The tables of breaker events, alerts and incidents: their columns, created by migration 3
-and read back by `engine.store.read` for the published snapshots. Frozen by that migration: a
+and read back by `engine.published.read` for the published snapshots. Frozen by that migration: a
 change needs a migration of its own (migration 10 adds INCIDENT_TARGET_COLUMNS)."""
 
 EVENT_AND_ALERT_TABLES: dict[str, str] = {

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import duckdb
 
-from engine.records import COLUMN_NAMES, DUCKDB_COLUMNS
+from engine.telemetry.columns import COLUMN_NAMES, DUCKDB_COLUMNS
 
 log = logging.getLogger(__name__)
 

@@ -48,8 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg.conninfo import conninfo_to_dict
 
-from engine.records import ARROW_SCHEMA, COLUMN_NAMES, COLUMNS
 from engine.store.ingest import IngestResult
+from engine.telemetry.columns import ARROW_SCHEMA, COLUMN_NAMES, COLUMNS
 
 __all__ = ["PostgresSink", "PostgresSource", "PostgresUnavailable", "describe"]
 

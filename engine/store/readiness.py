@@ -3,7 +3,7 @@ drill's report once its attempts are in. Runs in the scheduler, the only writer.
 
     control/evals/<run>.json    written by `switchover eval` (engine.evals.runner.write_run)
     control/drills/<id>.json    written by the gateway when a drill starts and ends
-                                (engine.drills), so a drill is known even if nobody ends it
+                                (engine.state.drills), so a drill is known even if nobody ends it
 
 A drill's report waits until `REPORT_AFTER` past its end, so that the spool has brought in its
 last attempts and the first requests after it (which show whether the target was restored).
@@ -23,9 +23,9 @@ from typing import Any
 
 import duckdb
 
-from engine.drills import Drill
-from engine.money import format_change
-from engine.paths import DataPaths
+from engine.core.money import format_change
+from engine.core.paths import DataPaths
+from engine.state.drills import Drill
 
 log = logging.getLogger("switchover.scheduler")
 

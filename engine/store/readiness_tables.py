@@ -45,7 +45,7 @@ READINESS_TABLES: dict[str, str] = {
 """,
 }
 
-# Added to `drills` by migration 9: the drill's pre-flight (engine.drills), and why it ended
+# Added to `drills` by migration 9: the drill's pre-flight (engine.state.drills), and why it ended
 # before its planned end when it aborted itself. Nullable: drills from before have neither.
 DRILL_ABORT_COLUMNS: dict[str, str] = {
     "forced": "BOOLEAN",  # started although its pre-flight found no other target healthy

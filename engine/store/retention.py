@@ -21,7 +21,7 @@ day already moved get a part of their own. Files the ledger does not name (the a
 database since deleted) are never touched, nor overwritten.
 
 Scheduler-only (it writes the store). An archive holds the attempt record's columns and nothing
-else (engine.records: no key, no prompt), and `batch_id`, the ingest's own, stays behind.
+else (engine.telemetry.columns: no key, no prompt), and `batch_id`, the ingest's own, stays behind.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import duckdb
 
-from engine.records import COLUMN_NAMES
 from engine.store.db import sql_string
+from engine.telemetry.columns import COLUMN_NAMES
 
 log = logging.getLogger("switchover.scheduler")
 

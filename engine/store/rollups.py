@@ -45,7 +45,7 @@ REFRESH_CHUNK = timedelta(hours=6)
 
 
 class UnitPrices(Protocol):
-    """USD per token (engine.pricing.UnitPrices)."""
+    """USD per token (engine.core.pricing.UnitPrices)."""
 
     input: Decimal
     output: Decimal
@@ -105,7 +105,7 @@ req_rollup AS (
         count(*) AS requests,
         count(*) FILTER (answered) AS answered,
         count(*) FILTER (by_fallback) AS answered_by_fallback,
-        -- sent to a backup while a fault drill held its route's target down (engine.drills)
+        -- sent to a backup while a fault drill held its route's target down (engine.state.drills)
         count(*) FILTER (by_fallback AND EXISTS (
             SELECT 1 FROM drills d WHERE d.route = req.route AND req.first_at >= d.started_at
                 AND req.first_at < coalesce(d.ended_at, d.ends_at))) AS drill_fallbacks,
@@ -410,7 +410,7 @@ def forget_baselines(con: duckdb.DuckDBPyConnection, since: datetime) -> None:
 
 
 def _load_prices(con: duckdb.DuckDBPyConnection, prices: PriceLookup) -> None:
-    """Per-token prices of every route's primary, from engine.pricing, as a temporary table the
+    """Per-token prices of every route's primary, from engine.core.pricing, as a temporary table the
     rollup query joins (prices never live in SQL as literals). Only the primaries: what the
     primary would have charged is the one price the rollups compute; every attempt's own cost
     was priced by the recorder."""

@@ -1,5 +1,5 @@
 """Telemetry health, taken in by the scheduler every cycle before the alerts: is the spool
-writable, and what do the recorders' status files (engine.recorder_status) say?
+writable, and what do the recorders' status files (engine.telemetry.status) say?
 
     recorder-status/*.json ──► recorder_status   (the latest figures of each recording process)
                            └─► telemetry_losses  (one row each time a process's `dropped` grew)
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import duckdb
 
-from engine.paths import DataPaths
-from engine.recorder_status import RecorderStatus, read_statuses, redact
+from engine.core.paths import DataPaths
+from engine.telemetry.status import RecorderStatus, read_statuses, redact
 
 log = logging.getLogger("switchover.scheduler")
 

@@ -26,7 +26,7 @@ every minute and it works only when due (every PROFILE_EVERY, after late data, o
 incident has ended), so a cycle never pays for it (issue 23). Published for 35 days, like the
 hourly rollups.
 
-The read side's queries are here too (`QUERY_SPECS`, registered by engine.store.read).
+The read side's queries are here too (`QUERY_SPECS`, registered by engine.published.read).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 import duckdb
 
 from engine.alerts.families import FAMILIES
-from engine.store import publish as publishing
+from engine.published import publish as publishing
 from engine.store.retention import STORED, stored_attempts
 
 # The quantiles kept of every distribution: fine in the tails, where a p99 is read.
@@ -176,7 +176,7 @@ SNAPSHOT_COLUMNS: dict[str, str] = {
     "retry_after_s DOUBLE",
 }
 
-# The read side: (SQL, snapshots read, parameters with their defaults), for engine.store.read.
+# The read side: (SQL, snapshots read, parameters with their defaults), for engine.published.read.
 # A window [since, until) of minutes; sizes and latency of every hour it touches.
 QUERY_SPECS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
     "traffic_minute": (

@@ -40,7 +40,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
-from engine.clock import Clock, SystemClock
+from engine.core.clock import Clock, SystemClock
 from simulations.fakes import anthropic, openai
 from simulations.fakes.cache import PromptCache
 from simulations.fakes.control import Controls, Spec

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.clock import Clock
+from engine.core.clock import Clock
 from simulations.fakes.faults import FaultSpec, parse_spec
 
 Spec = str | Mapping[str, Any] | FaultSpec

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from engine.clock import Clock
+from engine.core.clock import Clock
 from simulations.fakes.app import Controlled, FakeApp, Incoming
 from simulations.fakes.control import Spec
 from simulations.fakes.reply import Reply

@@ -14,14 +14,14 @@ from typing import Any
 
 from engine.alerts.rules import AlertingConfig
 from engine.alerts.watch import Watch
-from engine.clock import VirtualClock
 from engine.config import parse_config
-from engine.errors import ChainError
-from engine.paths import DataPaths
-from engine.pricing import Pricer
-from engine.scheduler import Pipeline
-from engine.switchover import Switchover
-from engine.types import Message, Request
+from engine.core.clock import VirtualClock
+from engine.core.errors import ChainError
+from engine.core.messages import Message, Request
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.runtime.switchover import Switchover
+from engine.scheduler.pipeline import Pipeline
 from simulations.fakes import FakeTransport
 
 PRIMARY = "claude-sonnet-4-5"

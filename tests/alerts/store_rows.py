@@ -9,7 +9,7 @@ from typing import Any
 
 import duckdb
 
-from engine.records import COLUMNS
+from engine.telemetry.columns import COLUMNS
 
 _SEQ = itertools.count()
 

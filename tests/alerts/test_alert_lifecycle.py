@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from engine.alerts.silences import request_silence
-from engine.cli import app
-from engine.store.read import PublishedData
+from engine.cli.main import app
+from engine.published.read import PublishedData
 
 from .harness import PRIMARY, SlackStandIn, World, at, config
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from engine.money import format_usd, read_usd
+from engine.core.money import format_usd, read_usd
 
 from .harness import SlackStandIn, World, config
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from engine.alerts.delivery import payload
-from engine.cli import app
+from engine.cli.main import app
 
 from .harness import SlackStandIn, World, config
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from engine.alerts.incidents import RECOVERY, IncidentPolicy
-from engine.pricing import Pricer
-from engine.store.read import PublishedData
+from engine.core.pricing import Pricer
+from engine.published.read import PublishedData
 
 from .harness import PRIMARY, World, at, config
 

@@ -8,7 +8,7 @@ import pytest
 
 from engine.alerts.rules import DEFAULT_RULES, parse_duration
 from engine.config import parse_config
-from engine.errors import ConfigError
+from engine.core.errors import ConfigError
 
 BASE = {
     "providers": {"claude": {"kind": "anthropic", "api_key_env": "K"}},

@@ -14,13 +14,13 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from engine.breaker import Admission, BreakerPolicy, ProviderFailure, RateLimit, Success
-from engine.breaker_redis import RedisBreakerStore
-from engine.clock import VirtualClock
 from engine.config import parse_config
-from engine.errors import ConfigError
+from engine.core.clock import VirtualClock
+from engine.core.errors import ConfigError
 from engine.gateway.app import create_app
-from engine.switchover import Switchover
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import Admission, BreakerPolicy, ProviderFailure, RateLimit, Success
+from engine.state.breaker_redis import RedisBreakerStore
 from simulations.fakes import FakeTransport
 
 from .conftest import RedisServer, free_port, redis_binary

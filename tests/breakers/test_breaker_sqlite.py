@@ -18,19 +18,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.breaker import (
+from engine.config import parse_config
+from engine.core.clock import VirtualClock
+from engine.core.paths import DataPaths
+from engine.gateway.app import create_app
+from engine.runtime.switchover import Switchover
+from engine.state.breaker import (
     Admission,
     BreakerPolicy,
     MemoryBreakerStore,
     ProviderFailure,
     RateLimit,
 )
-from engine.breaker_sqlite import BUSY_DELAYS_S, SQLiteBreakerStore
-from engine.clock import VirtualClock
-from engine.config import parse_config
-from engine.gateway.app import create_app
-from engine.paths import DataPaths
-from engine.switchover import Switchover
+from engine.state.breaker_sqlite import BUSY_DELAYS_S, SQLiteBreakerStore
 from simulations.fakes import FakeTransport
 
 KEY = "gpt/primary"

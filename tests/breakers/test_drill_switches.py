@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from redis.asyncio import Redis
 
-from engine.clock import VirtualClock
-from engine.switches import RedisTargetSwitches, Switches, TargetSwitches
+from engine.core.clock import VirtualClock
+from engine.state.switches import RedisTargetSwitches, Switches, TargetSwitches
 
 T, ROUTE = "gpt/gpt-4.1-mini", "classify"
 FOUND = "backup claude/claude-haiku-4-5: breaker open (account)"

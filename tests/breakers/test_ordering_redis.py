@@ -14,10 +14,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from engine.clock import VirtualClock
-from engine.health_scores import RedisHealthScores
-from engine.switches import RedisTargetSwitches
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.core.clock import VirtualClock
+from engine.state.health_scores import RedisHealthScores
+from engine.state.switches import RedisTargetSwitches
 
 from .conftest import RedisServer, free_port, redis_binary
 

@@ -2,7 +2,7 @@
 Redis.
 
 Time is a `VirtualClock` moved by hand; nothing here sleeps. Each store answers for the whole
-state machine of engine.breaker, so a store that only loads, applies and saves passes as is.
+state machine of engine.state.breaker, so a store that only loads, applies and saves passes as is.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from redis.asyncio import Redis
 
-from engine.breaker import (
+from engine.core.clock import VirtualClock
+from engine.state.breaker import (
     AccountFailure,
     Admission,
     BreakerPolicy,
@@ -27,9 +28,8 @@ from engine.breaker import (
     Released,
     Success,
 )
-from engine.breaker_redis import RedisBreakerStore
-from engine.breaker_sqlite import SQLiteBreakerStore
-from engine.clock import VirtualClock
+from engine.state.breaker_redis import RedisBreakerStore
+from engine.state.breaker_sqlite import SQLiteBreakerStore
 
 KEY = "claude/claude-sonnet-4-5"
 OTHER = "openai/gpt-4.1"

@@ -52,6 +52,6 @@ def dollars(said: str) -> Decimal:
     if said == "no difference":
         return Decimal(0)
     found = re.fullmatch(r"(saved |cost )?(-?)\$([\d,]+(?:\.\d+)?)( more)?", said)
-    assert found, f"not money as engine.money writes it: {said!r}"
+    assert found, f"not money as engine.core.money writes it: {said!r}"
     amount = Decimal(found[3].replace(",", ""))
     return -amount if found[1] == "saved " or found[2] == "-" else amount

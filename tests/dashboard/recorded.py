@@ -12,7 +12,7 @@ from pathlib import Path
 
 from alerts.harness import PRIMARY, World, config
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 
 BEFORE, OUTAGE, AFTER = 20, 10, 15  # minutes
 ROUTES = f"""

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine.config import parse_config
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.switchover import Switchover
-from engine.types import Message, Request, StreamError, TextDelta
+from engine.core.messages import Message, Request, StreamError, TextDelta
+from engine.core.paths import DataPaths
+from engine.runtime.switchover import Switchover
+from engine.scheduler.pipeline import Pipeline
 from simulations.fakes import FakeTransport
 
 from .pages import open_page, texts

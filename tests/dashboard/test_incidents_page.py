@@ -10,7 +10,7 @@ import pytest
 from alerts.harness import PRIMARY, World, config
 
 from dashboard.charts import FAILED, colour_of
-from engine.store.read import PublishedData
+from engine.published.read import PublishedData
 
 from .pages import open_page, texts
 from .test_live_page import UNREADABLE

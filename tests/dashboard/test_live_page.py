@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from alerts.harness import PRIMARY, World, config
 
-from engine.store.publish import read_manifest
+from engine.published.publish import read_manifest
 
 from .pages import metric as _metric
 from .pages import open_page, open_with_choices, texts

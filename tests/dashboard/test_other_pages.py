@@ -12,8 +12,8 @@ from alerts.harness import PRIMARY
 
 from dashboard.definitions import define
 from engine.alerts.incidents import IncidentPolicy
-from engine.money import format_usd
-from engine.store.read import PublishedData
+from engine.core.money import format_usd
+from engine.published.read import PublishedData
 
 from .conftest import OUTAGE
 from .pages import dollars, metric, open_page, texts

@@ -24,12 +24,12 @@ from dashboard.readiness import (
     quality_by_target,
     waiting_text,
 )
-from engine.drills import start_drill
-from engine.money import format_usd
-from engine.paths import DataPaths
+from engine.core.money import format_usd
+from engine.core.paths import DataPaths
+from engine.published.publish import publish
+from engine.published.read import PublishedData
+from engine.state.drills import start_drill
 from engine.store.db import open_store
-from engine.store.publish import publish
-from engine.store.read import PublishedData
 
 from .conftest import CLAUDE, DRILLS, EVAL_RESULTS, EVAL_RUNS, GPT
 from .pages import metric, open_page, texts

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from engine.published.read import PublishedData
 from engine.reports.week import build_week
-from engine.store.read import PublishedData
 
 from .pages import open_page, texts
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.paths import DataPaths
-from engine.store.scheduler_status import write_status
+from engine.core.paths import DataPaths
+from engine.published.scheduler_status import write_status
 
 from .pages import open_page
 

@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from engine.attempt import AttemptHook
-from engine.chain import Chain, ChainEvent, Target
-from engine.policy import Policy
+from engine.core.attempt import Attempt
+from engine.core.messages import Message, Request, Response, StreamEvent
+from engine.fallback.chain import Chain, ChainEvent
+from engine.fallback.policy import Policy
+from engine.fallback.run import AttemptHook
+from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import Provider
 from engine.providers.openai import OpenAIProvider
-from engine.types import Attempt, Message, Request, Response, StreamEvent
 from simulations.fakes import FakeProviders
 
 # Short limits so that hanging faults cost half a second, not the defaults' tens of seconds.

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.breaker import MemoryBreakerStore
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
-from engine.policy import Policy
+from engine.core.clock import VirtualClock
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
+from engine.state.breaker import MemoryBreakerStore
 
 from .conftest import FAST_POLICY, Stack, ask
 

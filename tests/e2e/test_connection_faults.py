@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from engine.chain import Chain, Target
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
+from engine.fallback.chain import Chain
+from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.openai import OpenAIProvider
 from simulations.fakes import FakeTransport

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from engine.errors import RequestFailed
+from engine.core.errors import RequestFailed
+from engine.core.messages import MessageEnd, StreamError, StreamStart, TextDelta
 from engine.providers.base import MAX_UNREADABLE_EVENTS
-from engine.types import MessageEnd, StreamError, StreamStart, TextDelta
 from simulations.fakes import CATALOGUE, Fault
 
 from .conftest import Stack, ask, collect

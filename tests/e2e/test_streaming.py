@@ -3,7 +3,7 @@ committed, and a failure arrives in-band with no "complete" ending."""
 
 from __future__ import annotations
 
-from engine.types import MessageEnd, StreamError, StreamStart, TextDelta
+from engine.core.messages import MessageEnd, StreamError, StreamStart, TextDelta
 
 from .conftest import Stack, ask, collect
 

@@ -8,8 +8,8 @@ import tomllib
 
 import pytest
 
-from engine.contracts import OutputContract
-from engine.errors import ConfigError
+from engine.behaviours.contracts import OutputContract
+from engine.core.errors import ConfigError
 from engine.evals.cases import Case, load_cases, parse_cases
 
 FULL = """

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.cli import app
+from engine.cli.main import app
 from simulations.fakes import FakeProviders
 
 runner = CliRunner()

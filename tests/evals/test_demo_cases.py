@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
 from engine.evals.cases import load_cases
 from engine.evals.runner import run_eval
 from simulations.demo import demo_config

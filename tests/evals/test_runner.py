@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from engine.clock import VirtualClock
 from engine.config import Config, parse_config
-from engine.errors import ConfigError
+from engine.core.clock import VirtualClock
+from engine.core.errors import ConfigError
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
 from engine.evals import EvalResult, EvalRun, parse_cases, run_eval, write_run
 from engine.evals.cases import CaseSet
-from engine.paths import DataPaths
-from engine.pricing import Pricer
 from simulations.fakes import FakeTransport
 
 PRIMARY, BACKUP = "claude-sonnet-4-5", "gpt-4.1-mini"

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.clock import Clock, SystemClock, VirtualClock
+from engine.core.clock import Clock, SystemClock, VirtualClock
 from simulations.fakes import FakeProviders, FakeTransport
 from simulations.fakes.app import Controlled
 

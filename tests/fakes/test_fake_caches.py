@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
 from simulations.fakes.cache import PromptCache
 
 from .wire import AN_HEADERS, OA_HEADERS, an_body, oa_body

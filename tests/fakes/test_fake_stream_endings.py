@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
 from simulations.fakes import FakeTransport
 from simulations.fakes.model import words_text
 

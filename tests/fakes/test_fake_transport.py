@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
 from simulations.fakes import FakeTransport
 
 from .wire import AN_HEADERS, OA_HEADERS, an_body, oa_body

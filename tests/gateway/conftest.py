@@ -19,11 +19,11 @@ import pytest
 import uvicorn
 
 from engine.config import GatewayConfig, parse_config
+from engine.core.attempt import Attempt
+from engine.core.paths import DataPaths
 from engine.gateway.app import GatewaySettings, create_app
 from engine.gateway.server import descriptor_limit, uvicorn_options
-from engine.paths import DataPaths
-from engine.switchover import Switchover
-from engine.types import Attempt
+from engine.runtime.switchover import Switchover
 from simulations.fakes import FakeProviders
 
 # Fake provider keys: no response body, header or log line may ever contain them.
@@ -135,7 +135,7 @@ class Gateway:
     def stop_and_ingest(self, paths: DataPaths) -> None:
         """Stop serving, write what the recorder holds, and run one real scheduler cycle: the
         attempts are in `paths.database`, rolled up, as the dashboard and reports read them."""
-        from engine.scheduler import Pipeline
+        from engine.scheduler.pipeline import Pipeline
 
         self.server.stop()
         assert self.sw.recorder is not None

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from engine.paths import DataPaths
-from engine.switches import TargetSwitches
+from engine.core.paths import DataPaths
+from engine.state.switches import TargetSwitches
 
 from .conftest import GATEWAY_KEY, user
 

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 from simulations.fakes import FakeProviders
 
 from .conftest import GATEWAY_KEY, PROVIDER_KEYS, GatewayFactory, paid_calls, user

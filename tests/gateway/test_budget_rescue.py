@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.gateway.app import GatewaySettings, create_app
-from engine.switchover import Switchover
+from engine.runtime.switchover import Switchover
 
 from .conftest import PROVIDER_KEYS, ServerThread, config_for, user
 

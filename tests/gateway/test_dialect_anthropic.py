@@ -9,10 +9,7 @@ import json
 
 import pytest
 
-from engine.gateway.dialects.anthropic import ANTHROPIC, error_type_for
-from engine.providers import anthropic_codec
-from engine.providers.sse import parse_sse
-from engine.types import (
+from engine.core.messages import (
     MessageEnd,
     Response,
     StreamError,
@@ -25,6 +22,9 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.gateway.dialects.anthropic import ANTHROPIC, error_type_for
+from engine.providers import anthropic_codec
+from engine.providers.sse import parse_sse
 
 USAGE = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_tokens=7)
 START = StreamStart("route", "anthropic", "claude-sonnet-4-5", 0, 1)

@@ -12,9 +12,7 @@ import anthropic
 import httpx2
 import pytest
 
-from engine.gateway.dialects.anthropic import ANTHROPIC
-from engine.gateway.dialects.base import BadRequest, Parsed
-from engine.types import (
+from engine.core.messages import (
     Message,
     MessageEnd,
     Response,
@@ -32,6 +30,8 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.gateway.dialects.anthropic import ANTHROPIC
+from engine.gateway.dialects.base import BadRequest, Parsed
 
 USAGE = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_tokens=7)
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}}

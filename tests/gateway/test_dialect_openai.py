@@ -8,10 +8,7 @@ import json
 
 import pytest
 
-from engine.gateway.dialects.openai import OPENAI, error_type_for, finish_reason
-from engine.providers import openai_codec
-from engine.providers.sse import parse_sse
-from engine.types import (
+from engine.core.messages import (
     MessageEnd,
     Response,
     StreamError,
@@ -24,6 +21,9 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.gateway.dialects.openai import OPENAI, error_type_for, finish_reason
+from engine.providers import openai_codec
+from engine.providers.sse import parse_sse
 
 USAGE = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_tokens=7)
 START = StreamStart("route", "openai", "gpt-4.1", 0, 1)

@@ -10,10 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.gateway.dialects.base import BadRequest, Parsed
-from engine.gateway.dialects.openai import OPENAI
-from engine.providers import anthropic_codec, openai_codec
-from engine.types import (
+from engine.core.messages import (
     Image,
     Message,
     Request,
@@ -23,6 +20,9 @@ from engine.types import (
     ToolChoice,
     ToolResult,
 )
+from engine.gateway.dialects.base import BadRequest, Parsed
+from engine.gateway.dialects.openai import OPENAI
+from engine.providers import anthropic_codec, openai_codec
 
 from .fuzz import encoded, mutated, random_objects
 

@@ -11,9 +11,7 @@ import httpx2
 import openai
 import pytest
 
-from engine.gateway.dialects.base import BadRequest, Parsed
-from engine.gateway.dialects.openai import OPENAI
-from engine.types import (
+from engine.core.messages import (
     Message,
     MessageEnd,
     Response,
@@ -31,6 +29,8 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.gateway.dialects.base import BadRequest, Parsed
+from engine.gateway.dialects.openai import OPENAI
 
 USAGE = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_tokens=7)
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}}

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from engine.cli import app
-from engine.paths import DataPaths
+from engine.cli.main import app
+from engine.core.paths import DataPaths
 
 from .conftest import GATEWAY_KEY, user
 

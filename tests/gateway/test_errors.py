@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine.breaker import BreakerState
-from engine.errors import (
+from engine.core.errors import (
     AccountFault,
     AllProvidersUnavailable,
     AmbiguousFault,
@@ -21,6 +20,7 @@ from engine.errors import (
 )
 from engine.gateway import errors
 from engine.gateway.errors import Failure, failure_for
+from engine.state.breaker import BreakerState
 
 NOW = 1_000.0
 

@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 
 from engine.config import parse_config
 from engine.gateway.app import GatewaySettings, create_app
-from engine.switchover import Switchover
+from engine.runtime.switchover import Switchover
 from simulations.fakes import FakeTransport
 
 from .conftest import PROVIDER_KEYS, WEATHER_TOOL_ANTHROPIC, WEATHER_TOOL_OPENAI, config_for

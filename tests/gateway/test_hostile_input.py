@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.breaker import BreakerState
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import Pipeline
+from engine.state.breaker import BreakerState
 from simulations.fakes import FakeProviders
 
 from .conftest import Gateway, GatewayFactory, paid_calls, user

@@ -13,7 +13,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 from simulations.fakes import FakeProviders
 
 from .conftest import GATEWAY_KEY, PROVIDER_KEYS, GatewayFactory, user

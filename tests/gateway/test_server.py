@@ -8,8 +8,8 @@ import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
-from engine.cli import app as cli
-from engine.errors import ConfigError
+from engine.cli.main import app as cli
+from engine.core.errors import ConfigError
 from engine.gateway import server
 
 CONFIG = """

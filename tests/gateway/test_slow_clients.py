@@ -35,7 +35,7 @@ from engine.gateway.server import (
     max_connections_for,
     uvicorn_options,
 )
-from engine.switchover import Switchover
+from engine.runtime.switchover import Switchover
 from simulations.fakes import FakeProviders
 
 from .conftest import GATEWAY_KEY, PROVIDER_KEYS, ServerThread, config_for, user

@@ -15,7 +15,7 @@ import duckdb
 import openai
 import pytest
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 from simulations.fakes import FakeProviders
 
 from .conftest import GATEWAY_KEY, PROVIDER_KEYS, Gateway, GatewayFactory, paid_calls, user

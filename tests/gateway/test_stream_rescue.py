@@ -15,7 +15,7 @@ import duckdb
 import openai
 import pytest
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 from engine.providers.stream import MAX_UNREADABLE_EVENTS
 from simulations.fakes import FakeProviders
 from simulations.fakes.model import words_text

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
 
 from .conftest import GatewayFactory, user
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import duckdb
 import psycopg
 
-from engine.paths import DataPaths
-from engine.store.read import PublishedData
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
 
 ROOT = Path(__file__).parents[2]
 WRITER = Path(__file__).with_name("writer.py")

@@ -15,16 +15,16 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine import records
 from engine.config import parse_config
-from engine.errors import ConfigError
-from engine.paths import DataPaths
-from engine.recorder import Recorder
-from engine.scheduler import Pipeline
+from engine.core.attempt import Attempt
+from engine.core.errors import ConfigError
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import Pipeline
 from engine.store import open_store
 from engine.store.ingest import ingest_spool
 from engine.store.postgres import PostgresSink, PostgresSource, connect, copy_rows, describe
-from engine.types import Attempt
+from engine.telemetry import columns as records
+from engine.telemetry.recorder import Recorder
 
 from .conftest import Server
 from .writer import attempt

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from engine.clock import VirtualClock
+from engine.core.clock import VirtualClock
 from engine.providers.base import HttpProvider
 
 

@@ -8,10 +8,14 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from engine.errors import AccountFault, AmbiguousFault, AttemptError, ProviderFault, RateLimited
-from engine.providers import AnthropicProvider, Provider
-from engine.providers.anthropic_codec import encode_request, sanitize_tool_id
-from engine.types import (
+from engine.core.errors import (
+    AccountFault,
+    AmbiguousFault,
+    AttemptError,
+    ProviderFault,
+    RateLimited,
+)
+from engine.core.messages import (
     Image,
     Message,
     MessageEnd,
@@ -27,6 +31,8 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.providers import AnthropicProvider, Provider
+from engine.providers.anthropic_codec import encode_request, sanitize_tool_id
 
 from .recorder import make_provider
 

@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from engine.errors import AccountFault, AmbiguousFault, ProviderFault, RateLimited, RequestFault
-from engine.providers import OpenAIProvider, Provider
-from engine.providers.openai import max_tokens_field_for
-from engine.providers.openai_codec import encode_request, parse_arguments
-from engine.types import (
+from engine.core.errors import (
+    AccountFault,
+    AmbiguousFault,
+    ProviderFault,
+    RateLimited,
+    RequestFault,
+)
+from engine.core.messages import (
     Image,
     Message,
     MessageEnd,
@@ -29,6 +32,9 @@ from engine.types import (
     Usage,
     UsageUpdate,
 )
+from engine.providers import OpenAIProvider, Provider
+from engine.providers.openai import max_tokens_field_for
+from engine.providers.openai_codec import encode_request, parse_arguments
 
 from .recorder import make_provider
 

@@ -12,12 +12,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from engine.clock import VirtualClock
-from engine.errors import ProviderFault
-from engine.providers import AnthropicProvider, OpenAIProvider
-from engine.providers.base import HttpProvider
-from engine.providers.stream import FINISH_GRACE_S
-from engine.types import (
+from engine.core.clock import VirtualClock
+from engine.core.errors import ProviderFault
+from engine.core.messages import (
     Message,
     MessageEnd,
     Request,
@@ -27,6 +24,9 @@ from engine.types import (
     ToolCallStart,
     Usage,
 )
+from engine.providers import AnthropicProvider, OpenAIProvider
+from engine.providers.base import HttpProvider
+from engine.providers.stream import FINISH_GRACE_S
 
 ASK = Request(messages=(Message.user("hi"),), max_tokens=64)
 WORDS = ["The ", "parcel ", "left ", "the ", "depot ", "today."]

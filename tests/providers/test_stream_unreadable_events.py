@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from engine.errors import ProviderFault
+from engine.core.errors import ProviderFault
+from engine.core.messages import Message, MessageEnd, Request, StreamEvent, TextDelta
 from engine.providers import AnthropicProvider, OpenAIProvider
 from engine.providers.base import MAX_UNREADABLE_EVENTS, HttpProvider
-from engine.types import Message, MessageEnd, Request, StreamEvent, TextDelta
 from simulations.fakes import FakeProviders
 
 from .recorder import make_provider

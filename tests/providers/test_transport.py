@@ -17,14 +17,16 @@ import aiohttp.client_exceptions
 import httpx
 import pytest
 
-from engine.chain import Chain, Target
-from engine.errors import AmbiguousFault, ProviderFault
-from engine.policy import Policy
+from engine.core.attempt import Attempt
+from engine.core.errors import AmbiguousFault, ProviderFault
+from engine.core.messages import Message, Request
+from engine.fallback.chain import Chain
+from engine.fallback.policy import Policy
+from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import HttpProvider
 from engine.providers.openai import OpenAIProvider
 from engine.providers.transport import AiohttpTransport, default_transport, httpx_class
-from engine.types import Attempt, Message, Request
 from simulations.fakes import FakeProviders
 
 TRANSPORTS: dict[str, Callable[..., httpx.AsyncBaseTransport]] = {

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from alerts.harness import World
 
-from engine.drills import Drill, start_drill
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
+from engine.state.drills import Drill, start_drill
 from simulations.demo import DEMO_KEY_ENV, demo_config, demo_text
 from simulations.history import seed_history
 

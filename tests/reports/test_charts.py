@@ -12,9 +12,9 @@ import sys
 import textwrap
 
 from dashboard.charts import PALETTE, colour_of
+from engine.published.read import PublishedData
 from engine.reports import charts
 from engine.reports.week import build_week
-from engine.store.read import PublishedData
 
 from .weeks import WEEK
 
@@ -28,7 +28,7 @@ RENDER = textwrap.dedent("""
     import plotly.io as pio
     from engine.reports import render
     from engine.reports.week import build_week
-    from engine.store.read import PublishedData
+    from engine.published.read import PublishedData
     print(pio.templates.default)
     report = build_week(PublishedData(Path(sys.argv[1])), sys.argv[4])
     Path(sys.argv[2]).write_text(render.html(report), encoding="utf-8")

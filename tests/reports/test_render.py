@@ -14,12 +14,12 @@ from alerts.harness import World, config
 from typer.testing import CliRunner
 
 from dashboard.screenshots import _CHARTS_WITH_DATA, CHROMIUM, FLAGS
-from engine.cli import app
+from engine.cli.main import app
 from engine.config import ReportsConfig
+from engine.published.read import PublishedData
 from engine.reports import render
 from engine.reports.week import build_week
-from engine.scheduler import weekly_report
-from engine.store.read import PublishedData
+from engine.scheduler.pipeline import weekly_report
 
 WEEK = "2026-W47"
 DRILL_AT = datetime(2026, 11, 17, 14, 20, tzinfo=UTC)  # Tuesday, during the traffic below

@@ -12,7 +12,7 @@ from alerts.harness import START, SlackStandIn, World, config
 from engine.alerts.rules import Receiver
 from engine.config import ConfigError, ReportsConfig, parse_config
 from engine.reports import send
-from engine.scheduler import weekly_report
+from engine.scheduler.pipeline import weekly_report
 
 
 @pytest.fixture(scope="module")

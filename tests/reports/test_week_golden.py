@@ -15,15 +15,15 @@ import pytest
 from alerts.harness import PRIMARY
 
 from engine.alerts.families import describe
-from engine.money import format_usd
-from engine.paths import DataPaths
-from engine.pricing import Pricer
+from engine.core.money import format_usd
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.published.publish import publish
+from engine.published.read import PublishedData
 from engine.reports import render
 from engine.reports.dates import duration, moment
 from engine.reports.week import CostLine, RouteWeek, build_week
 from engine.store.db import open_store
-from engine.store.publish import publish
-from engine.store.read import PublishedData
 
 from .weeks import (
     BEFORE,

@@ -24,9 +24,9 @@ import duckdb
 import pandas as pd
 from alerts.harness import PRIMARY, World, config
 
-from engine.paths import DataPaths
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
 from engine.reports.week import WeekReport, build_week
-from engine.store.read import PublishedData
 
 WEEK = "2026-W47"
 START = datetime(2026, 11, 16, tzinfo=UTC)  # Monday 00:00

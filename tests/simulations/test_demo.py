@@ -23,9 +23,9 @@ from pathlib import Path
 import duckdb
 import httpx
 
-from engine.paths import DataPaths
-from engine.store import PublishedData
-from engine.supervisor import Stop
+from engine.cli.supervisor import Stop
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
 from simulations.demo import run_demo, wants_demo
 from simulations.history import HISTORY_MARKER
 

@@ -21,9 +21,9 @@ from itertools import pairwise
 
 import pytest
 
-from engine.paths import DataPaths
-from engine.pricing import Pricer
-from engine.scheduler import Pipeline
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.scheduler.pipeline import Pipeline
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.fakes import Call
 from simulations.history import PAST_INCIDENTS, seed_history

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from engine.store.read import PublishedData
+from engine.published.read import PublishedData
 
 from .test_up_demo import _wait_for, start_demo
 

@@ -12,9 +12,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from engine.paths import DataPaths
-from engine.pricing import Pricer
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
 from simulations.arrivals import arrivals
 from simulations.scenario import library, load_scenario, parse_scenario
 from simulations.simulate import run_once, with_backup

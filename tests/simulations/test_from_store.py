@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engine.config import parse_config
-from engine.errors import ConfigError
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.store.read import PublishedData
+from engine.core.errors import ConfigError
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
+from engine.scheduler.pipeline import Pipeline
 from simulations.arrivals import arrivals
 from simulations.demo import DEMO_KEY_ENV, demo_config, demo_text
 from simulations.from_store import (

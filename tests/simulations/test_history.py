@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import Pipeline
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.history import HISTORY_MARKER, PAST_INCIDENTS, seed_history
 

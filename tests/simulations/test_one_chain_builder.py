@@ -7,8 +7,8 @@ from __future__ import annotations
 import tomllib
 
 from engine.config import parse_config
-from engine.paths import DataPaths
-from engine.switchover import Switchover
+from engine.core.paths import DataPaths
+from engine.runtime.switchover import Switchover
 from simulations.scenario import parse_scenario
 from simulations.simulate import _Run
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from engine.contracts import OutputContract
-from engine.errors import ConfigError
+from engine.behaviours.contracts import OutputContract
+from engine.core.errors import ConfigError
 from simulations.scenario import Latency, library, load_scenario, parse_scenario, to_toml
 
 SCHEMA = {

@@ -10,7 +10,7 @@ import duckdb
 import genai_prices
 import pytest
 
-from engine.errors import ConfigError
+from engine.core.errors import ConfigError
 from simulations.arrivals import arrivals
 from simulations.results import as_json
 from simulations.scenario import library, load_scenario, parse_scenario

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from engine.store.read import PublishedData
+from engine.published.read import PublishedData
 
 WITHIN_S = 90
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from engine.paths import DataPaths
-from engine.store.read import PublishedData
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
 
 WRITER = Path(__file__).with_name("writer.py")
 TOTAL = 100_000

@@ -14,8 +14,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.recorder import Recorder
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.telemetry.recorder import Recorder
 
 
 def attempt(tag: str, n: int) -> Attempt:

@@ -16,14 +16,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from engine.store import (
-    PublishedData,
-    compact_recent_attempts,
-    ingest_spool,
-    open_store,
-    partitions,
-    publish_recent_attempts,
-)
+from engine.published import partitions
+from engine.published.partitions import append as publish_recent_attempts
+from engine.published.partitions import compact as compact_recent_attempts
+from engine.published.read import PublishedData
+from engine.store import ingest_spool, open_store
 from engine.store.ingest import pending_files
 
 

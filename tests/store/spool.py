@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine import records
-from engine.types import Attempt
+from engine.core.attempt import Attempt
+from engine.telemetry import columns as records
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 COST = Decimal("0.000600000")  # every test attempt's price, as the recorder would store it

@@ -7,9 +7,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engine.records import COLUMN_NAMES, DUCKDB_COLUMNS
 from engine.store import ingest_spool, migrations, open_store
 from engine.store.migrations import MIGRATIONS, Migration, SchemaTooNewError
+from engine.telemetry.columns import COLUMN_NAMES, DUCKDB_COLUMNS
 
 from .spool import make_attempt, table, write_spool, write_table
 
@@ -24,7 +24,8 @@ def test_migrations_are_numbered_from_one_without_gaps():
 
 
 def test_the_attempts_table_matches_the_records_schema(store):
-    """A column added to engine/records.py needs a new migration; this fails until it has one.
+    """A column added to engine/telemetry/columns.py needs a new migration; this fails until it has
+    one.
     Columns added later come after batch_id: every insert names its columns, so order is free."""
     expected = duckdb.connect()
     expected.execute(f"CREATE TABLE attempts ({DUCKDB_COLUMNS}, batch_id BIGINT NOT NULL)")

@@ -11,16 +11,12 @@ from datetime import timedelta
 import duckdb
 import pytest
 
-from engine.store import (
-    PublishedData,
-    compact_recent_attempts,
-    ingest_spool,
-    open_store,
-    partitions,
-    publish_recent_attempts,
-    read_manifest,
-)
-from engine.store.publish import RECENT_ATTEMPTS
+from engine.published import partitions
+from engine.published.partitions import append as publish_recent_attempts
+from engine.published.partitions import compact as compact_recent_attempts
+from engine.published.publish import RECENT_ATTEMPTS, read_manifest
+from engine.published.read import PublishedData
+from engine.store import ingest_spool, open_store
 
 from .spool import T0, fill_spool
 

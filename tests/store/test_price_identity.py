@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from alerts.harness import START, World
 
-from engine.pricing import Pricer
+from engine.core.pricing import Pricer
 
 NANO = Decimal("1e-9")
 GROQ_MODEL = "llama-3.3-70b-versatile"

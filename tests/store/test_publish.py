@@ -10,8 +10,10 @@ from datetime import timedelta
 import duckdb
 import pytest
 
-from engine.store import PublishedData, ingest_spool, publish_recent_attempts, read_manifest
-from engine.store.publish import MANIFEST, RECENT_ATTEMPTS, publish
+from engine.published.partitions import append as publish_recent_attempts
+from engine.published.publish import MANIFEST, RECENT_ATTEMPTS, publish, read_manifest
+from engine.published.read import PublishedData
+from engine.store import ingest_spool
 
 from .spool import T0, fill_spool
 

@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from engine.records import COLUMN_NAMES
-from engine.store import QUERIES, PublishedData, ingest_spool, publish_recent_attempts
-from engine.store.read import REQUIRED, SNAPSHOT_COLUMNS
+from engine.published.partitions import append as publish_recent_attempts
+from engine.published.read import QUERIES, REQUIRED, SNAPSHOT_COLUMNS, PublishedData
+from engine.store import ingest_spool
+from engine.telemetry.columns import COLUMN_NAMES
 
 from .spool import T0, make_attempt, write_spool
 

@@ -9,11 +9,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from engine.drills import Drill, write_drill
+from engine.core.paths import DataPaths
 from engine.evals.runner import EvalResult, EvalRun, write_run
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.store.read import PublishedData
+from engine.published.read import PublishedData
+from engine.scheduler.pipeline import Pipeline
+from engine.state.drills import Drill, write_drill
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PRIMARY, BACKUP, SPARE = "claude/claude-sonnet-4-5", "gpt/gpt-4.1-mini", "claude/claude-haiku-4-5"

@@ -21,10 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.config import StoreConfig, parse_config
-from engine.errors import ConfigError
-from engine.paths import DataPaths
-from engine.records import COLUMN_NAMES
-from engine.scheduler import Pipeline
+from engine.core.errors import ConfigError
+from engine.core.paths import DataPaths
+from engine.scheduler.pipeline import Pipeline
 from engine.store.db import open_store
 from engine.store.ingest import ingest_spool
 from engine.store.retention import (
@@ -34,6 +33,7 @@ from engine.store.retention import (
     refresh_floor,
     stored_attempts,
 )
+from engine.telemetry.columns import COLUMN_NAMES
 
 from .spool import fill_spool, make_attempt, write_spool
 

@@ -14,16 +14,16 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pytest
 
-from engine.clock import VirtualClock
 from engine.config import Config
-from engine.errors import ChainError
-from engine.paths import DataPaths
+from engine.core.clock import VirtualClock
+from engine.core.errors import ChainError
+from engine.core.paths import DataPaths
+from engine.published.read import PublishedData
 from engine.reports import render
 from engine.reports.week import build_week
-from engine.scheduler import Pipeline
-from engine.store.read import PublishedData
+from engine.runtime.switchover import Switchover
+from engine.scheduler.pipeline import Pipeline
 from engine.store.retention import ArchiveResult, archive_old_attempts, stored_attempts
-from engine.switchover import Switchover
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.fakes import FakeTransport
 from simulations.from_store import (

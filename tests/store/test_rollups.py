@@ -10,10 +10,10 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from engine.records import DUCKDB_COLUMNS, to_row, to_table
+from engine.core.attempt import Attempt
 from engine.store.readiness_tables import READINESS_TABLES
 from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
-from engine.types import Attempt
+from engine.telemetry.columns import DUCKDB_COLUMNS, to_row, to_table
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 M = Decimal("0.000001")  # one dollar per million tokens, per token

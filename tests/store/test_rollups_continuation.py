@@ -1,4 +1,5 @@
-"""Rollups of streams a later target continued (engine.continuation): one request, answered by
+"""Rollups of streams a later target continued (engine.fallback.continuation): one request,
+answered by
 its continuation, its broken part a failed attempt whose cost was served, not wasted; a stream
 no backup could continue is one broken stream, and a refused continuation no request fault."""
 
@@ -10,10 +11,10 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from engine.records import DUCKDB_COLUMNS, to_row, to_table
+from engine.core.attempt import Attempt
 from engine.store.readiness_tables import READINESS_TABLES
 from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
-from engine.types import Attempt
+from engine.telemetry.columns import DUCKDB_COLUMNS, to_row, to_table
 
 from .test_rollups import BACKUP, PRIMARY, T0, S, _lookup, attempt, failed, price
 

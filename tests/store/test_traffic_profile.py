@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from engine.alerts.families import BY_NAME
-from engine.paths import DataPaths
-from engine.scheduler import Pipeline
-from engine.store.read import SNAPSHOT_COLUMNS, PublishedData
+from engine.core.paths import DataPaths
+from engine.published.read import SNAPSHOT_COLUMNS, PublishedData
+from engine.scheduler.pipeline import Pipeline
 from engine.store.traffic_profile import LEVELS, PROFILE_EVERY, REPLAY_MARGIN
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.history import seed_history
@@ -131,7 +131,7 @@ def test_an_incidents_minutes_hold_its_faults_and_reach_beyond_it(data):
 
 @pytest.mark.parametrize("name", PROFILE)
 def test_an_unpublished_profile_snapshot_has_the_published_ones_columns_and_types(history, name):
-    """The stand-in a fresh install reads (engine.store.read) is the snapshot as published."""
+    """The stand-in a fresh install reads (engine.published.read) is the snapshot as published."""
     con = duckdb.connect()
     con.execute(f"CREATE TABLE stand_in ({SNAPSHOT_COLUMNS[name]})")
     file = history[0].published / f"{name}.parquet"

@@ -15,12 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.gateway.dialects.anthropic_request import parse
-from engine.gateway.dialects.base import EncoderBase, Parsed, sse_event
-from engine.providers.anthropic_codec import sanitize_tool_id
-from engine.providers.codec import tool_input
-from engine.providers.openai_codec import parse_arguments
-from engine.types import (
+from engine.core.messages import (
     MessageEnd,
     Response,
     StreamError,
@@ -32,6 +27,11 @@ from engine.types import (
     ToolCallStart,
     Usage,
 )
+from engine.gateway.dialects.anthropic_request import parse
+from engine.gateway.dialects.base import EncoderBase, Parsed, sse_event
+from engine.providers.anthropic_codec import sanitize_tool_id
+from engine.providers.codec import tool_input
+from engine.providers.openai_codec import parse_arguments
 
 __all__ = ["ANTHROPIC", "AnthropicDialect", "AnthropicStreamEncoder", "error_type_for"]
 

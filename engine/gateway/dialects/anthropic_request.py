@@ -15,6 +15,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
+from engine.core.messages import (
+    Image,
+    Message,
+    Part,
+    Request,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+)
 from engine.gateway.dialects.base import (
     FEATURE_HEADER,
     Parsed,
@@ -34,7 +45,6 @@ from engine.gateway.dialects.base import (
     tool_arguments,
 )
 from engine.providers.codec import RAW_ARGUMENTS_KEY
-from engine.types import Image, Message, Part, Request, Text, Tool, ToolCall, ToolChoice, ToolResult
 
 __all__ = ["parse"]
 

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine import bounded_json
-from engine.types import (
+from engine.core import bounded_json
+from engine.core.messages import (
     MessageEnd,
     Request,
     Response,
@@ -172,7 +172,7 @@ def status_for_error_type(error_type: str) -> int:
 
 
 def load_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, within engine.bounded_json's limits: valid UTF-8 with no lone
+    """The body as a JSON object, within engine.core.bounded_json's limits: valid UTF-8 with no lone
     surrogate, no NaN, Infinity or overflowing number, at most MAX_DEPTH levels deep."""
     try:
         data = bounded_json.loads(body)

@@ -14,10 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from engine.gateway.dialects.base import EncoderBase, Parsed, sse_data, status_for_error_type
-from engine.gateway.dialects.openai_request import parse
-from engine.providers.codec import arguments_text
-from engine.types import (
+from engine.core.messages import (
     MessageEnd,
     Response,
     StopReason,
@@ -30,6 +27,9 @@ from engine.types import (
     ToolCallStart,
     Usage,
 )
+from engine.gateway.dialects.base import EncoderBase, Parsed, sse_data, status_for_error_type
+from engine.gateway.dialects.openai_request import parse
+from engine.providers.codec import arguments_text
 
 __all__ = ["OPENAI", "OpenAIDialect", "OpenAIStreamEncoder", "error_type_for", "finish_reason"]
 

@@ -13,6 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from engine.core.messages import (
+    Image,
+    Message,
+    Request,
+    Text,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+)
 from engine.gateway.dialects.base import (
     FEATURE_HEADER,
     BadRequest,
@@ -33,7 +43,6 @@ from engine.gateway.dialects.base import (
     tool_arguments,
 )
 from engine.providers.codec import split_data_url
-from engine.types import Image, Message, Request, Text, Tool, ToolCall, ToolChoice, ToolResult
 
 __all__ = ["parse"]
 

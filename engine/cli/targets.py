@@ -1,0 +1,117 @@
+"""`switchover targets disable | enable | list`: an operator turns a target off during an
+incident, for every route or one, and back on.
+
+The switch goes where the gateways read it: Redis when `[state] redis_url` is set (every host),
+else the data folder's `control/targets.json` (every process of this machine). The same switches
+as the gateway's `POST /admin/targets/disable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from engine.cli.common import ConfigOption, DataDirOption
+from engine.cli.common import fail as _fail
+from engine.core.errors import ConfigError
+
+targets_app = typer.Typer(
+    help="Turn targets off and on by hand (operator switches).",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # help texts name [sections] of switchover.toml: not markup
+)
+
+TargetArgument = Annotated[str, typer.Argument(help="The target, as provider/model.")]
+RouteOption = Annotated[
+    str | None, typer.Option("--route", help="Only for this route (default: every route).")
+]
+
+
+@targets_app.command("disable")
+def targets_disable(
+    target: TargetArgument,
+    route: RouteOption = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why, shown with the switch.")] = "",
+    config: ConfigOption = Path("switchover.toml"),
+    data_dir: DataDirOption = None,
+) -> None:
+    """Skip TARGET (for one route or all) in every gateway process until it is enabled."""
+    switches, routes = _open(config, data_dir, target, route)
+    by = f"cli ({getpass.getuser()})"
+    _run(switches, switches.disable(target, route=route, reason=reason, by=by))
+    where = f"route {route}" if route else f"every route ({', '.join(routes)})"
+    typer.echo(f"{target} disabled for {where}. Undo: switchover targets enable {target}"
+               + (f" --route {route}" if route else ""))  # fmt: skip
+
+
+@targets_app.command("enable")
+def targets_enable(
+    target: TargetArgument,
+    route: RouteOption = None,
+    config: ConfigOption = Path("switchover.toml"),
+    data_dir: DataDirOption = None,
+) -> None:
+    """Undo `disable` for TARGET (for the same --route, or for every route)."""
+    switches, _ = _open(config, data_dir, target, route)
+    _run(switches, switches.enable(target, route=route))
+    typer.echo(f"{target} enabled" + (f" for route {route}." if route else "."))
+
+
+@targets_app.command("list")
+def targets_list(
+    config: ConfigOption = Path("switchover.toml"), data_dir: DataDirOption = None
+) -> None:
+    """The switches in force: target, route, since, by and why."""
+    switches, _ = _open(config, data_dir, None, None)
+    entries = _run(switches, switches.entries())
+    if not entries:
+        typer.echo("No target is disabled.")
+        return
+    for e in entries:
+        where = f"route {e['route']}" if e["route"] else "every route"
+        why = f": {e['reason']}" if e["reason"] else ""
+        if e.get("kind") == "drill":
+            typer.echo(f"{e['target']}  under drill {e['drill_id']} on {where} since "
+                       f"{e['since']} until {e['until']} by {e['by']}")  # fmt: skip
+        else:
+            typer.echo(f"{e['target']}  disabled for {where} since {e['since']} by {e['by']}{why}")
+
+
+def _open(
+    config_path: Path, data_dir: Path | None, target: str | None, route: str | None
+) -> tuple[Any, list[str]]:
+    from engine.config import load_config
+    from engine.core.paths import DataPaths
+    from engine.state.switches import RedisTargetSwitches, TargetSwitches
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    if route is not None and route not in config.routes:
+        raise _fail(f"unknown route {route!r} (routes: {', '.join(sorted(config.routes))})")
+    scope = [config.routes[route]] if route else list(config.routes.values())
+    known = {t.name for r in scope for t in r.targets}
+    if target is not None and target not in known:
+        raise _fail(f"unknown target {target!r} (targets: {', '.join(sorted(known))})")
+    routes = [r.name for r in scope if target is None or target in {t.name for t in r.targets}]
+    if config.state.redis_url is not None:
+        return RedisTargetSwitches.from_url(config.state.redis_url), routes
+    paths = DataPaths(data_dir) if data_dir is not None else DataPaths.default()
+    return TargetSwitches(paths.target_switches), routes
+
+
+def _run(switches: Any, work: Any) -> Any:
+    async def run() -> Any:
+        try:
+            return await work
+        finally:
+            close = getattr(switches, "aclose", None)
+            if close is not None:
+                await close()
+
+    return asyncio.run(run())

@@ -1,0 +1,71 @@
+"""The attempt record: one HTTP call to a provider, as a fact.
+
+Recorded by the chain (engine.fallback.run), spooled by the recorder and stored as one row
+(engine.telemetry.columns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+# "skipped": the request's every target was skipped (breakers open, cooling after a 429, no
+# budget left), so no HTTP call was made; one such row keeps the request visible.
+Outcome = Literal["success", "error", "cancelled", "skipped"]
+KeyKind = Literal["own", "managed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One HTTP call to a provider, as a fact. Never the API key; never the prompt text."""
+
+    request_id: str
+    attempt_number: int  # 1-based, across the whole chain for this request
+    route: str
+    target: str  # provider/model as configured
+    provider: str
+    provider_kind: str
+    model: str
+    key_kind: KeyKind
+    process_id: int
+    started_at: datetime  # UTC
+    latency_ms: float
+    ttft_ms: float | None
+    streamed: bool
+    outcome: Outcome
+    # served | fail_fast | retry | fall_back | fall_back_now | fall_back_larger_context |
+    # wait_and_retry | continue_elsewhere | in_band_error | ...
+    decision: str
+    error_class: str | None
+    # Whose fault, as the policy sees it: request | provider | account | rate_limit | ambiguous
+    fault_kind: str | None
+    http_status: int | None
+    error_type: str | None
+    error_code: str | None
+    error_message: str | None
+    retry_after_s: float | None
+    breaker_state: str  # the target's breaker before the call
+    served: bool
+    fallback_depth: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    # True when the tokens are an estimate: an ambiguous failure after the request was sent
+    # may have been billed for the prompt although no usage came back.
+    tokens_estimated: bool = False
+    feature: str | None = None
+    pii_masked: int = 0
+    provider_request_id: str | None = None
+    prompt_version: str | None = None  # the target's own prompt ([prompts]) that was sent
+    quality_error: str | None = None  # "kind: message" when the answer broke its contract
+    unreadable_events: int = 0  # stream events skipped because their data did not parse
+    # A continuation of a committed stream that failed (engine.continuation): the attempt
+    # number it picks up from, and the characters of the answer the caller held by then.
+    continues_attempt: int | None = None
+    continued_chars: int | None = None
+
+    def replace(self, **changes: Any) -> Attempt:
+        return dataclasses.replace(self, **changes)

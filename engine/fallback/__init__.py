@@ -1,0 +1,1 @@
+"""The fallback chain: targets in order, one time budget, a decision after every failure."""

@@ -1,0 +1,378 @@
+"""One request's pass through the chain, attempt by attempt.
+
+`RequestRun` holds the request's deadline and runs each HTTP attempt: timing, the per-attempt
+time limit, the breaker bookkeeping, a drilled target's made-up invalid key, the answer judged
+against the route's contract, and one frozen `Attempt` per call handed to the hooks (a streamed
+attempt, with its commit on the first content event, is in `engine.fallback.run_stream`). Which
+target to try next, and whether to wait, is the chain's business (`engine.fallback.chain`), not
+this module's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from engine.behaviours.contracts import OutputContract
+from engine.behaviours.quality import judge
+from engine.core import classify
+from engine.core.attempt import Attempt
+from engine.core.clock import Clock
+from engine.core.errors import AmbiguousFault, AttemptError, DrillFault, LocalFault, QualityFault
+from engine.core.messages import Request, Response, Usage
+from engine.core.scrub import Scrubber
+from engine.fallback.policy import Policy, too_little
+from engine.fallback.run_stream import StreamingAttempts, internal_error
+from engine.state.breaker import BreakerStore, Released, Success, event_for
+
+if TYPE_CHECKING:
+    from engine.fallback.target import Target
+
+log = logging.getLogger("switchover.chain")
+
+AttemptHook = Callable[[Attempt], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    target: Target
+    depth: int
+    breaker_state: str
+    started: float
+    started_wall: datetime
+    ended: float | None = None  # set when the failure is reported, before the breaker I/O
+    # A continuation (engine.fallback.continuation): the attempt it picks up from, and the
+    # characters of the answer the caller held when it began.
+    continues: tuple[int, int] | None = None
+
+
+@dataclass
+class RequestRun(StreamingAttempts):
+    """One request's pass through the chain: its deadline and everything it attempted."""
+
+    route: str
+    request: Request
+    request_id: str
+    policy: Policy
+    clock: Clock
+    breakers: BreakerStore
+    hooks: Sequence[AttemptHook]
+    attempts: list[Attempt] = field(default_factory=list)
+    errors: list[AttemptError] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    deadline_hit: bool = False
+    current: _InFlight | None = None  # the attempt under way, until it is recorded
+    _backups_left: bool = False  # the stream under way has later targets to fall back to
+    pii_masked: int = 0  # personal data masked in the request, recorded on every attempt
+    contract: OutputContract | None = None  # what answers must meet (engine.behaviours.quality)
+    fall_back_on_quality: bool = False
+    drills: dict[str, datetime] = field(default_factory=dict)  # target → drill end (wall)
+    # Error texts are scrubbed of keys and quoted request text before anything keeps them.
+    scrub: Scrubber = field(default_factory=Scrubber)
+    # When the first attempt began: the origin of the primary's share (`reserve_line`).
+    first_call: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = self.clock.now() + self.policy.budget_s
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock.now()
+
+    def _begin(
+        self,
+        target: Target,
+        depth: int,
+        breaker_state: str,
+        continues: tuple[int, int] | None = None,
+    ) -> _InFlight:
+        self.current = _InFlight(
+            target, depth, breaker_state, self.now(), self.clock.wall(), continues=continues
+        )
+        if self.first_call is None:
+            self.first_call = self.current.started
+        return self.current
+
+    # --- the budget: how long each attempt may take -----------------------------------------
+    #
+    # While backups remain, attempts end at the reserve line, `backup_reserve_share` of the
+    # budget before the deadline, so that a provider that hangs leaves its backups that share.
+    # The primary's retries must fit before the line too (`retry_fits`): a retry never gets
+    # the backups' time. Every attempt's end is fixed by when it began, so the limit a stream
+    # re-arms before each event never moves later.
+
+    def reserve_line(self) -> float:
+        """The instant attempts with backups left must end by. The primary's share is counted
+        from its first call, so that what the chain did before it (ordering the targets, asking
+        the breaker) is not taken from the primary's wait: with the defaults a first token
+        gets exactly 20 s. At most `min_attempt_budget_s` of that comes out of the reserve."""
+        arrived = self.deadline - self.policy.budget_s
+        first = arrived if self.first_call is None else self.first_call
+        setup = min(first - arrived, self.policy.min_attempt_budget_s)
+        return self.deadline - self.policy.backup_reserve_share * self.policy.budget_s + setup
+
+    def attempt_end(self, started: float, depth: int, backups_left: bool) -> float:
+        """When an attempt that began at `started` on the target at `depth` must end."""
+        policy = self.policy
+        reserve = policy.backup_reserve_share * policy.budget_s
+        if not backups_left or policy.budget_s - reserve < policy.min_attempt_budget_s:
+            return self.deadline  # the last target, or a budget too small to keep a reserve
+        line = self.reserve_line()
+        if depth == 0 or line - started >= policy.min_attempt_budget_s:
+            return line
+        # A backup past the line with backups after it (the primary and this one's
+        # predecessors used their shares): it leaves the same share of what remains to them.
+        share_end = started + (1 - policy.backup_reserve_share) * (self.deadline - started)
+        return share_end if share_end - started >= policy.min_attempt_budget_s else self.deadline
+
+    def usable(self, backups_left: bool) -> float:
+        """What the attempt under way may still spend: until its end (`attempt_end`)."""
+        flight = self.current
+        started, depth = (flight.started, flight.depth) if flight else (self.now(), 0)
+        return self.attempt_end(started, depth, backups_left) - self.now()
+
+    def retry_fits(self, at: float, *, backups_left: bool) -> bool:
+        """Whether a retry of the primary beginning at `at` would have at least
+        `min_attempt_budget_s` before its end: before the reserve line while backups remain,
+        before the deadline on the last target. The chain asks when it decides, and again when
+        the retry is due to begin, so that the decision it records is the one taken."""
+        return not too_little(self.attempt_end(at, 0, backups_left) - at, self.policy)
+
+    # --- attempts ------------------------------------------------------------------------
+
+    async def attempt_complete(
+        self, target: Target, depth: int, breaker_state: str, *, backups_left: bool = False
+    ) -> Response:
+        self._begin(target, depth, breaker_state)
+        self._drill_check(target)
+        limit = min(self.usable(backups_left), self.policy.attempt_timeout_s)
+        request = self._request_for(target)
+        try:
+            async with self.clock.timeout(limit):
+                response = await target.provider.complete(request, target.model, timeout_s=limit)
+        except TimeoutError as exc:
+            raise self._out_of_time(limit) from exc
+        except asyncio.CancelledError:
+            await self._cancelled(served=False)
+            raise
+        except AttemptError:
+            raise
+        except Exception as exc:
+            raise internal_error(target, exc) from exc
+        quality = judge(response, request, self.contract, fall_back=self.fall_back_on_quality)
+        await self._succeeded(
+            response.usage,
+            ttft_ms=None,
+            provider_request_id=response.provider_request_id,
+            quality_error=quality,
+        )
+        return response.replace(
+            provider=target.provider.name,
+            route=self.route,
+            attempts=tuple(self.attempts),
+            fallback_depth=depth,
+            quality_error=quality,
+        )
+
+    def _out_of_time(self, limit: float) -> AttemptError:
+        error = classify.classify_exception(TimeoutError(), sent=True)
+        if self.remaining() <= 0:
+            error.message = f"the time budget of {self.policy.budget_s:g} s ran out"
+        else:
+            error.message = f"no answer within the attempt's {limit:.3g} s"
+        return error
+
+    # --- recording -----------------------------------------------------------------------
+
+    def _drill_check(self, target: Target) -> None:
+        """A target under a fault drill fails here, before any call, as an invalid key would."""
+        until = self.drills.get(target.name)
+        if until is not None:
+            raise DrillFault((until - self.clock.wall()).total_seconds())
+
+    def _request_for(self, target: Target) -> Request:
+        """What this target is sent: the (masked) request, in the target's own prompt. Nothing
+        has been sent if this fails: our fault (a LocalFault), never the provider's."""
+        if target.prompt is None:
+            return self.request
+        try:
+            return target.prompt.apply(self.request)
+        except Exception as exc:
+            log.exception("applying prompt %s for %s failed", target.prompt.label, target.name)
+            raise LocalFault.internal(f"prompt {target.prompt.label}: {exc!r}") from exc
+
+    async def _succeeded(
+        self,
+        usage: Usage,
+        *,
+        ttft_ms: float | None,
+        provider_request_id: str | None,
+        quality_error: str | None = None,
+        unreadable_events: int = 0,
+    ) -> None:
+        flight = self._take()
+        await self.breakers.record(flight.target.name, Success(), self.now())
+        self._record(
+            flight,
+            outcome="success",
+            decision="served",
+            served=True,
+            usage=usage,
+            ttft_ms=ttft_ms,
+            provider_request_id=provider_request_id,
+            quality_error=quality_error,
+            unreadable_events=unreadable_events,
+        )
+
+    async def report(self, error: AttemptError) -> None:
+        """Tell the breaker how the attempt under way failed. The chain does so before it
+        decides what follows: a failure that opened the breaker leaves nothing to retry."""
+        assert self.current is not None, "no attempt under way"
+        self.current = dataclasses.replace(self.current, ended=self.now())
+        event = event_for(error) or Released()
+        await self.breakers.record(self.current.target.name, event, self.now())
+
+    def failed(
+        self,
+        error: AttemptError,
+        decision: str,
+        *,
+        ttft_ms: float | None = None,
+        usage: Usage | None = None,
+        served: bool = False,
+        tokens_estimated: bool = False,
+    ) -> None:
+        """Record the attempt under way as failed (the breaker was told by `report`), with
+        the decision the chain took. `tokens_estimated`: `usage` is partly an estimate."""
+        flight = self._take()
+        # In place: the chain's log line, the caller's exception and the record all read it.
+        error.message = self.scrub.error_text(error.message, self.request)
+        self.errors.append(error)
+        estimated = usage is None and isinstance(error, AmbiguousFault) and error.sent
+        quality = isinstance(error, QualityFault)
+        if quality:  # the answer came, and was billed; it broke the contract
+            usage = error.usage
+        if estimated:  # the provider may have done, and billed, the work: price the prompt
+            usage = Usage(input_tokens=self.request.estimated_input_tokens())
+        self._record(
+            flight,
+            outcome="error",
+            decision=decision,
+            served=served,
+            usage=usage or Usage(),
+            ttft_ms=ttft_ms,
+            error=error,
+            provider_request_id=error.provider_request_id,
+            tokens_estimated=estimated or tokens_estimated,
+            quality_error=error.message if quality else None,
+        )
+
+    async def _cancelled(
+        self, *, served: bool, usage: Usage | None = None, ttft_ms: float | None = None
+    ) -> None:
+        """The caller went away. A stream abandoned midway keeps the usage seen so far: the
+        provider bills what it generated, and that is wasted spend."""
+        flight = self._take()
+        await self.breakers.record(flight.target.name, Released(), self.now())
+        self._record(
+            flight,
+            outcome="cancelled",
+            decision="cancelled",
+            served=served,
+            usage=usage or Usage(),
+            ttft_ms=ttft_ms,
+        )
+
+    def unsent(self, target: Target, breaker_state: str) -> None:
+        """Record a request that ended without any attempt, every target skipped: one row to
+        the hooks (outcome "skipped", no HTTP call, no tokens) so that telemetry counts it as
+        unavailable and the Explorer finds it; the caller's attempts stay empty."""
+        if self.attempts:
+            return
+        now, wall = self.now(), self.clock.wall()
+        flight = _InFlight(target, 0, breaker_state, now, wall, ended=now)
+        reasons = "; ".join(f"{name}: {why}" for name, why in self.skipped)
+        kind = "no_budget" if self.deadline_hit else "all_skipped"
+        why = (kind, reasons or "every target was skipped")
+        self._record(flight, outcome="skipped", decision="give_up", served=False,
+                     usage=Usage(), ttft_ms=None, skipped=why)  # fmt: skip
+
+    def _take(self) -> _InFlight:
+        flight, self.current = self.current, None
+        assert flight is not None, "an attempt was recorded twice"
+        return flight
+
+    def _record(
+        self,
+        flight: _InFlight,
+        *,
+        outcome: Literal["success", "error", "cancelled", "skipped"],
+        decision: str,
+        served: bool,
+        usage: Usage,
+        ttft_ms: float | None,
+        error: AttemptError | None = None,
+        provider_request_id: str | None = None,
+        tokens_estimated: bool = False,
+        skipped: tuple[str, str] | None = None,  # (class, message) of an unsent request
+        quality_error: str | None = None,
+        unreadable_events: int = 0,
+    ) -> None:
+        target = flight.target
+        attempt = Attempt(
+            request_id=self.request_id,
+            attempt_number=len(self.attempts) + 1,
+            route=self.route,
+            target=target.name,
+            provider=target.provider.name,
+            provider_kind=target.provider.kind,
+            model=target.model,
+            key_kind=target.key_kind,
+            process_id=os.getpid(),
+            started_at=flight.started_wall,
+            latency_ms=((flight.ended or self.now()) - flight.started) * 1000,
+            ttft_ms=ttft_ms,
+            streamed=self.request.stream,
+            outcome=outcome,
+            decision=decision,
+            error_class=error.error_class if error else (skipped[0] if skipped else None),
+            fault_kind=error.fault_kind if error else None,
+            # Every answer the providers give arrives as a 200; a failure carries the status
+            # it came with, or none when no status line arrived (a reset, a timeout).
+            http_status=error.status if error else (200 if outcome == "success" else None),
+            error_type=error.error_type if error else None,
+            error_code=error.error_code if error else None,
+            error_message=error.message if error else (skipped[1] if skipped else None),
+            retry_after_s=error.retry_after_s if error else None,
+            breaker_state=flight.breaker_state,
+            served=served,
+            fallback_depth=flight.depth,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            feature=self.request.feature,
+            provider_request_id=provider_request_id,
+            tokens_estimated=tokens_estimated,
+            pii_masked=self.pii_masked,
+            prompt_version=target.prompt.label if target.prompt is not None else None,
+            quality_error=quality_error,
+            unreadable_events=unreadable_events,
+            continues_attempt=flight.continues[0] if flight.continues else None,
+            continued_chars=flight.continues[1] if flight.continues else None,
+        )
+        if outcome != "skipped":  # the caller's list holds the calls made, the record all
+            self.attempts.append(attempt)
+        for hook in self.hooks:
+            try:
+                hook(attempt)
+            except Exception:  # telemetry must never fail a user's request
+                log.exception("attempt hook %r failed; the request goes on", hook)

@@ -1,0 +1,476 @@
+"""`switchover scheduler`: the one process that owns `data/switchover.duckdb`.
+
+Every few seconds one cycle runs: ingest the spool files (exactly once), pull the attempts that
+gateways on several hosts wrote to PostgreSQL when `postgres_url` is set (exactly once as well,
+engine.store.postgres), ingest breaker events, refresh the minute and hour rollups that the new
+attempts touch, evaluate the alert rules and send what fired or resolved (engine.alerts;
+incidents once a minute), and publish read-only Parquet snapshots for the dashboard and
+reports. Every quarter of an hour the day rollups catch up; every minute the traffic profile
+the what-if scenarios are built from is looked at and, when due, refreshed and published
+(engine.store.traffic_profile: never in a cycle). Jobs run one at a time on a single worker
+thread: they share one DuckDB connection, which is not meant for concurrent use, and a
+slow cycle is simply coalesced with the next. Only the compaction of the published attempts
+(engine.published.partitions), which never touches the connection, has a thread of its own.
+
+Nothing else may open the database file; everything else reads `data/published/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from engine.alerts.rules import AlertingConfig, Receiver
+from engine.alerts.watch import Watch
+from engine.config import ReportsConfig, StoreConfig
+from engine.core.paths import DataPaths
+from engine.core.pricing import Pricer
+from engine.published import partitions
+from engine.published import publish as publishing
+from engine.published.scheduler_status import DATABASE_RETRY_S, open_when_free, write_status
+from engine.store import retention
+from engine.store.db import open_store
+from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
+from engine.store.failure_classes import refresh_failures
+from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
+from engine.store.readiness import report_drills, take_in
+from engine.store.rollups import bucket_start, chunks, forget_baselines, refresh
+from engine.store.telemetry import take_in as take_in_telemetry
+from engine.store.traffic_profile import TrafficProfile
+from engine.telemetry.breaker_events import EVENTS_DIR, ingest_events
+
+if TYPE_CHECKING:
+    from engine.store.postgres import PostgresSource
+
+log = logging.getLogger("switchover.scheduler")
+
+CYCLE_S = 5.0
+DAY_ROLLUP_EVERY_S = 900.0
+PROFILE_CHECK_S = 60.0  # the traffic profile is looked at this often, and refreshed when due
+# Minutes are re-read this far back every cycle even without late files: a request's later
+# attempts (retries, a long stream) can arrive in the next spool file.
+MINUTE_LOOKBACK = timedelta(minutes=2)
+RECENT_ATTEMPTS_HOURS = 24
+# With nothing new ingested the snapshots are still republished this often: the windows slide,
+# and the dashboard shows their age.
+IDLE_REPUBLISH = timedelta(seconds=60)
+# The 24 h of attempts are published as parts, one a cycle; they are merged (and the ones that
+# left the window dropped) this often, on a thread of their own (engine.published.partitions).
+COMPACT_EVERY_S = 30.0
+
+# What the dashboard and reports read, republished every cycle: (name, SQL, bound parameters).
+_SNAPSHOTS: tuple[tuple[str, str], ...] = (
+    ("rollup_minute", "SELECT * FROM rollup_minute WHERE bucket >= $now - INTERVAL 1 DAY"),
+    ("rollup_hour", "SELECT * FROM rollup_hour WHERE bucket >= $now - INTERVAL 35 DAY"),
+    ("rollup_day", "SELECT * FROM rollup_day"),
+    ("route_primaries", "SELECT * FROM route_primaries"),
+    ("failure_classes", FAILURE_CLASSES),
+    ("alerts", "SELECT * FROM alerts WHERE state = 'firing' OR fired_at >= $now - INTERVAL 35 DAY"),
+    (
+        "alert_notifications",
+        "SELECT * EXCLUDE (payload) FROM alert_notifications"
+        " WHERE created_at >= $now - INTERVAL 35 DAY",
+    ),
+    ("alert_silences", "SELECT * FROM alert_silences WHERE ends_at >= $now - INTERVAL 35 DAY"),
+    ("incidents", "SELECT * FROM incidents"),
+    (
+        "breaker_events",
+        "SELECT * FROM breaker_events WHERE occurred_at >= $now - INTERVAL 35 DAY",
+    ),
+    ("eval_runs", "SELECT * FROM eval_runs"),
+    ("eval_results", "SELECT * FROM eval_results"),
+    ("drills", "SELECT * FROM drills"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    files: int
+    rows: int
+    refreshed_from: datetime | None
+    seconds: float
+
+
+class Pipeline:
+    """Ingest → rollups → publish, on one connection to the database."""
+
+    def __init__(
+        self,
+        paths: DataPaths,
+        pricer: Pricer | None = None,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        alerting: AlertingConfig | None = None,
+        watch: Watch | None = None,
+        postgres_url: str | None = None,
+        store: StoreConfig | None = None,
+    ) -> None:
+        """`alerting`: the rules and receivers (the built-in rules, no receivers, when None);
+        `watch` replaces the whole alerting pass (tests inject its clock and sender);
+        `postgres_url`: the attempt sink of gateways on several hosts, pulled every cycle;
+        `store`: [store], how long attempts stay before they move to the archive."""
+        self.paths = paths
+        self.store = store or StoreConfig()
+        self.pricer = pricer or Pricer()
+        self.now = now
+        self.con = open_store(paths.database)  # StoreLockedError: see `open_when_free`
+        try:
+            self.watch = watch or Watch(alerting or AlertingConfig(), paths)
+            self.postgres: PostgresSource | None = None
+            if postgres_url:
+                from engine.store.postgres import PostgresSource
+
+                self.postgres = PostgresSource(postgres_url)
+            paths.published.mkdir(parents=True, exist_ok=True)
+        except BaseException:  # a retry in this process must find the file free
+            self.con.close()
+            raise
+        self._postgres_down = False
+        with contextlib.suppress(OSError):  # a file in its place: the spool check reports it
+            paths.spool.mkdir(parents=True, exist_ok=True)
+        self._spool_error: str | None = None
+        self.started_at = now()
+        # The day rollups are stale from here on (None: from the last day they hold).
+        self._days_stale_from: datetime | None = None
+        self.profile = TrafficProfile(paths.archive)  # its 35 days reach into the archive
+        self._published_at: datetime | None = None
+        # One job at a time on the connection: the last cycle at shutdown runs on the main
+        # thread while the worker may still be finishing one.
+        self._busy = threading.Lock()
+
+    def close(self) -> None:
+        with self._busy:
+            try:
+                self.watch.close()
+                if self.postgres is not None:
+                    self.postgres.close()
+            finally:
+                self.con.close()
+
+    def cycle(self) -> CycleReport:
+        with self._busy:
+            return self._cycle()
+
+    def _cycle(self) -> CycleReport:
+        started = self.now()
+        files, rows, oldest, events = self._ingest_spool()
+        while self.postgres is not None:  # the same, from PostgreSQL, 50,000 rows at a time
+            pulled = self._pull()
+            rows += pulled.rows
+            if pulled.oldest is not None and (oldest is None or pulled.oldest < oldest):
+                oldest = pulled.oldest
+            if not pulled.more:
+                break
+        # Drills first: the rollups tell a drill's fallbacks from a provider's trouble.
+        readiness_changed = self._readiness(started)
+        since = started - MINUTE_LOOKBACK
+        late = oldest is not None and oldest < since
+        floor = retention.refresh_floor(self.con)  # what was made of moved days is final
+        if late:
+            since = oldest  # a late file (a writer that was offline): recompute back to it
+            if floor is not None and since < floor:
+                log.warning("attempts from %s arrived after their day moved to the "
+                            "archive: kept, and counted in no rollup", oldest)  # fmt: skip
+                since = floor
+            forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
+            self.profile.note_late(oldest)  # recomputed by its own job, not in this cycle
+        for lo, hi in chunks(since, started):
+            for grain in ("minute", "hour"):
+                refresh(self.con, grain, lo, hi, self._prices, now=started)
+            refresh_failures(self.con, lo, hi)
+        if oldest is not None and oldest < started - timedelta(hours=1):  # late data:
+            self._days_stale_from = min(self._days_stale_from or oldest, oldest)  # days too
+        self._telemetry(started)  # before the alerts: telemetry_lag and _loss read its tables
+        alerts_changed = self._watch(started, since, late) or readiness_changed
+        stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
+        if rows or events or alerts_changed or stale:
+            self.publish(started)
+            self._published_at = started
+        self._heartbeat(started)
+        report = CycleReport(files, rows, since, (self.now() - started).total_seconds())
+        if rows:
+            log.debug("cycle: %d rows from %d files in %.3f s", rows, files, report.seconds)
+        return report
+
+    def _ingest_spool(self) -> tuple[int, int, datetime | None, int]:
+        """Spool files and breaker events into the store: (files, rows, oldest attempt, event
+        files). A spool that cannot be listed (not a folder, no permission) is logged once
+        until it can, never raised: the alerts must still run to say so."""
+        files = rows = events = 0
+        oldest: datetime | None = None
+        try:
+            while True:  # drain: a backlog (the scheduler was down) is ingested in one cycle
+                ingested = ingest_spool(self.con, self.paths.spool)
+                files, rows = files + ingested.files, rows + ingested.rows
+                if ingested.oldest is not None and (oldest is None or ingested.oldest < oldest):
+                    oldest = ingested.oldest
+                if not ingested.more:
+                    break
+            events = ingest_events(self.con, self.paths.spool / EVENTS_DIR)
+        except OSError as error:
+            text = f"{type(error).__name__}: {error}"
+            if text != self._spool_error:
+                log.error("cannot read the spool %s, retrying every cycle: %s", self.paths.spool,
+                          text)  # fmt: skip
+            self._spool_error = text
+            return files, rows, oldest, events
+        if self._spool_error is not None:
+            log.info("reading the spool %s again", self.paths.spool)
+        self._spool_error = None
+        return files, rows, oldest, events
+
+    def _telemetry(self, now: datetime) -> None:
+        """The spool check and the recorders' status files (engine.store.telemetry)."""
+        try:
+            take_in_telemetry(self.con, self.paths, now)
+        except Exception:
+            log.exception("taking in the recorders' status failed; tried again next cycle")
+
+    def _heartbeat(self, now: datetime) -> None:
+        """`published/scheduler.json`: running, as of this cycle (the dashboard's sidebar)."""
+        with contextlib.suppress(OSError):  # publishing fails on that folder too, and says so
+            write_status(self.paths.scheduler_status, "running", self.paths.database,
+                         self.started_at, now)  # fmt: skip
+
+    def _pull(self) -> IngestResult:
+        """One batch from PostgreSQL. Its being down is logged (once until it is back), never
+        raised: the spool, rollups and alerts go on, and the rows wait in PostgreSQL."""
+        from engine.store.postgres import PostgresUnavailable
+
+        assert self.postgres is not None
+        try:
+            pulled = self.postgres.pull(self.con, now=self.now())
+        except PostgresUnavailable as error:
+            if not self._postgres_down:
+                log.warning("cannot pull attempts from PostgreSQL, retrying every cycle: %s", error)
+            self._postgres_down = True
+            return IngestResult()
+        if self._postgres_down:
+            log.info("pulling attempts from %s again", self.postgres)
+        self._postgres_down = False
+        return pulled
+
+    def _readiness(self, now: datetime) -> bool:
+        """Eval runs and drills from the control folder, and the reports of drills that ended;
+        whether anything changed. Never raised: ingest and alerts must go on."""
+        try:
+            return bool(take_in(self.con, self.paths) + report_drills(self.con, now))
+        except Exception:
+            log.exception("taking in evals and drills failed; tried again next cycle")
+            return False
+
+    def _watch(self, now: datetime, refreshed_from: datetime, late: bool) -> bool:
+        """The alerting pass; whether its snapshots changed. Its failure is logged, never
+        raised: ingest and publishing must go on (telemetry lag is itself an alert)."""
+        try:
+            report = self.watch.run(self.con, now, late=late, refreshed_from=refreshed_from)
+            return report.changed
+        except Exception:
+            log.exception("the alerting pass failed; it runs again next cycle")
+            return False
+
+    def day_rollups(self) -> None:
+        """Days are sums of minutes: refresh them after the minutes, from where the last run
+        stopped (in a new process, from the last day they hold; everything, the first time),
+        move what is older than [store] keep_attempts_days to the archive, and trim the ingest
+        ledger."""
+        with self._busy:
+            self._day_rollups()
+
+    def _day_rollups(self) -> None:
+        now = self.now()
+        since = self._days_stale_from or self._last_day_rolled() or self._oldest_attempt() or now
+        floor = retention.refresh_floor(self.con)
+        if floor is not None:
+            since = max(since, floor)
+        # A day's percentiles come from all its attempts: one day a refresh, each day once.
+        day = bucket_start(min(since, now), "day")
+        while day <= now:
+            refresh(self.con, "day", day, min(now, day + timedelta(days=1, microseconds=-1)),
+                    self._prices)  # fmt: skip
+            day += timedelta(days=1)
+        self._days_stale_from = now - timedelta(hours=1)
+        self._archive(now)
+        with contextlib.suppress(OSError):  # a spool that cannot be listed: the cycle says so
+            prune_ledger(self.con, self.paths.spool, now=now)
+        self._prune_postgres(now)
+
+    def _last_day_rolled(self) -> datetime | None:
+        """The start of the last day the day rollups hold: where a new process goes on from
+        (it holds that day as far as the last run saw it)."""
+        (last,) = self.con.execute("SELECT max(bucket) FROM rollup_day").fetchone()
+        return last
+
+    def _archive(self, now: datetime) -> None:
+        """Attempts older than [store] keep_attempts_days to data/archive/, a day a run, once
+        the days' rollups are done (engine.store.retention). Its failure is logged, never
+        raised: the rows stay in the table, and the next run moves them."""
+        try:
+            retention.archive_old_attempts(self.con, self.paths.archive,
+                                           self.store.keep_attempts_days, now)  # fmt: skip
+        except Exception:
+            log.exception("archiving old attempts failed; tried again in a quarter of an hour")
+
+    def compact(self) -> partitions.Compaction:
+        """Merge the 24 h snapshot's parts (engine.published.partitions). Reads and writes only
+        Parquet, so it runs beside the cycles, not between them; its failure is logged, never
+        raised (the parts stay as they are, and readers read them)."""
+        try:
+            return partitions.compact(self.paths.published, self.now(), RECENT_ATTEMPTS_HOURS)
+        except Exception:
+            log.exception("compacting the published attempts failed; tried again later")
+            return partitions.Compaction()
+
+    def traffic_profile(self) -> bool:
+        """The what-if scenarios' profile of the traffic (engine.store.traffic_profile),
+        refreshed and published when due; whether it was. Its failure is logged, never raised:
+        ingest and alerts must go on, and the next check tries again."""
+        with self._busy:
+            try:
+                return self.profile.run(self.con, self.paths.published, self.now())
+            except Exception:
+                log.exception("publishing the traffic profile failed; tried again next minute")
+                return False
+
+    def _prune_postgres(self, now: datetime) -> None:
+        """PostgreSQL keeps pulled rows as long as the spool's ledger keeps file names: a batch
+        retried that late still meets its rows' unique key there."""
+        if self.postgres is None:
+            return
+        from engine.store.postgres import PostgresUnavailable
+
+        try:
+            self.postgres.prune(self.con, before=now - LEDGER_KEEP)
+        except PostgresUnavailable as error:
+            log.warning("cannot prune pulled attempts in PostgreSQL: %s", error)
+
+    def publish(self, now: datetime) -> None:
+        partitions.append(self.con, self.paths.published, now, hours=RECENT_ATTEMPTS_HOURS)
+        for name, sql in _SNAPSHOTS:
+            params = {"now": now} if "$now" in sql else None
+            publishing.publish(self.con, self.paths.published, name, sql, params)
+
+    def _prices(self, provider: str, provider_kind: str, model: str) -> Any:
+        return self.pricer.unit_prices(provider_kind, model, self.now(), provider=provider)
+
+    def _oldest_attempt(self) -> datetime | None:
+        (oldest,) = self.con.execute("SELECT min(started_at) FROM attempts").fetchone()
+        return oldest
+
+
+def weekly_report(
+    paths: DataPaths,
+    reports: ReportsConfig,
+    now: datetime | None = None,
+    receivers: tuple[Receiver, ...] = (),
+    *,
+    background: bool = True,
+) -> Path:
+    """Last week's report under `paths.reports`, from the published snapshots; its headline
+    then goes to the `receivers` that [reports] send_to names, on a thread of its own unless
+    not `background` (the scheduler's one worker thread runs the cycles too, and a receiver
+    that is down is retried for a minute)."""
+    now = now or datetime.now(UTC)
+    from engine.published.read import PublishedData
+    from engine.reports import render
+    from engine.reports.week import build_week, last_week
+
+    data = PublishedData(paths.published)
+    try:
+        report = build_week(data, last_week(now), reports.availability_target)
+    finally:
+        data.close()
+    written = render.write(report, paths.reports)
+    log.info("weekly report %s written to %s", report.week, written["html"].parent)
+    chosen = [r for r in receivers if r.name in reports.send_to]
+    if chosen:
+        from engine.reports import send
+        from engine.reports.headline import headline_text
+
+        title, *lines = headline_text(report)
+        if background:
+            threading.Thread(target=send.send, args=(chosen, title, lines, written),
+                             name="report-headline", daemon=True).start()  # fmt: skip
+        else:
+            send.send(chosen, title, lines, written)
+    return written["html"]
+
+
+def run_scheduler(
+    paths: DataPaths,
+    pricer: Pricer | None = None,
+    *,
+    cycle_s: float = CYCLE_S,
+    alerting: AlertingConfig | None = None,
+    reports: ReportsConfig | None = None,
+    postgres_url: str | None = None,
+    store: StoreConfig | None = None,
+    retry_s: float = DATABASE_RETRY_S,
+) -> None:
+    """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed. While
+    the database cannot be opened, wait for it (`open_when_free`) instead of exiting."""
+    reports = reports or ReportsConfig()
+    scheduler = BlockingScheduler(
+        executors={"default": ThreadPoolExecutor(max_workers=1),
+                   "compaction": ThreadPoolExecutor(max_workers=1)},
+        timezone=UTC,
+    )  # fmt: skip
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        log.info("stopping the scheduler (signal %d)", signum)
+        stopping.set()
+        if scheduler.running:
+            scheduler.shutdown(wait=False)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    pipeline = open_when_free(
+        lambda: Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url,
+                         store=store),
+        paths, stop=stopping, retry_s=retry_s,
+    )  # fmt: skip
+    if pipeline is None:
+        _stopped(paths)
+        return
+    jobs = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 60}
+    scheduler.add_job(pipeline.cycle, "interval", seconds=cycle_s, id="cycle",
+                      next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    scheduler.add_job(pipeline.day_rollups, "interval", seconds=DAY_ROLLUP_EVERY_S, id="days",
+                      next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    scheduler.add_job(pipeline.compact, "interval", seconds=COMPACT_EVERY_S, id="compaction",
+                      executor="compaction", **jobs)  # fmt: skip
+    scheduler.add_job(pipeline.traffic_profile, "interval", seconds=PROFILE_CHECK_S,
+                      id="traffic profile", next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
+    receivers = alerting.receivers if alerting is not None else ()
+    scheduler.add_job(weekly_report, "cron", args=(paths, reports, None, receivers),
+                      day_of_week=reports.day,
+                      hour=reports.hour, id="weekly report", **jobs)  # fmt: skip
+    log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)
+    if pipeline.postgres is not None:
+        log.info("pulling attempts from %s", pipeline.postgres)
+    try:
+        if not stopping.is_set():  # a signal while the database was being opened
+            scheduler.start()  # blocks until shutdown
+    finally:
+        try:
+            pipeline.cycle()  # what the writers flushed while we were stopping
+        finally:
+            pipeline.close()
+            _stopped(paths)
+
+
+def _stopped(paths: DataPaths) -> None:
+    now = datetime.now(UTC)
+    with contextlib.suppress(OSError):
+        write_status(paths.scheduler_status, "stopped", paths.database, now, now)
