@@ -31,9 +31,10 @@ run: install ## Start Switchover (the demo providers and traffic when no real ke
 test: install ## Run the whole test suite (unit, contract and end-to-end over loopback)
 	$(BIN)/pytest
 
-lint: install ## Check style and common bugs with ruff
+lint: install ## Check style and common bugs with ruff, and the engine's layers with import-linter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: install ## Rewrite the code in the project's style
 	$(BIN)/ruff check --fix .

@@ -28,7 +28,7 @@ from engine.fallback.chain import Chain
 from engine.fallback.policy import Policy
 from engine.fallback.target import Target
 from engine.providers.anthropic import ANTHROPIC_VERSION, AnthropicProvider
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 from engine.providers.openai import OpenAIProvider
 
 __all__ = ["API_KEY", "MODELS", "REQUEST", "WIRES", "Direct", "ThroughChain", "provider"]

@@ -29,7 +29,8 @@ from bench.fake_process import REPO, FakeServerProcess, stop
 from bench.gateway import BODY, KEY, PATH, gateway
 from bench.loadgen import Load, Phase
 from bench.stats import percentile
-from engine.published.publish import RECENT_ATTEMPTS, read_manifest
+from engine.published.catalogue import RECENT_ATTEMPTS
+from engine.published.publish import read_manifest
 
 WORKERS = 2
 RATES = (100.0, 300.0, 600.0, 900.0)

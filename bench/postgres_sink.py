@@ -57,7 +57,8 @@ from bench.stats import Figure
 from bench.store import NOW, synthetic
 from engine.store import open_store
 from engine.store.ingest import LEDGER_KEEP
-from engine.store.postgres import PULL_ROWS, TABLE, PostgresSink, PostgresSource
+from engine.store.postgres_pull import PULL_ROWS, PostgresSource
+from engine.telemetry.postgres_sink import TABLE, PostgresSink
 
 START_TIMEOUT_S = 30
 FLEET_REQUESTS = 10_000  # requests/s: the fleet the issue asks about

@@ -62,9 +62,12 @@ from bench.timing import Laps, TimedConnection, describe, timing
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.published import partitions
-from engine.published.publish import RECENT_ATTEMPTS, Part, Snapshot, change_entry, read_manifest
+from engine.published import publish as publishing
+from engine.published.catalogue import RECENT_ATTEMPTS
+from engine.published.publish import Part, Snapshot, change_entry, read_manifest
 from engine.published.read import PublishedData
-from engine.scheduler.pipeline import pipeline as scheduler
+from engine.scheduler import pipeline as scheduler
+from engine.scheduler.weekly_report import weekly_report
 from engine.store import ingest_spool
 from engine.store.rollups import chunks, refresh
 from engine.telemetry.columns import ARROW_SCHEMA, COLUMNS, COST_TYPE
@@ -249,10 +252,10 @@ def measure_cycle(pipeline: scheduler.Pipeline) -> Cycle:
                 timers.enter_context(timing(pipeline.watch, "run", parts, lambda *a, **k: ALERTING))
             timers.enter_context(timing(pipeline, "publish", parts, lambda *a: "publish"))
             timers.enter_context(
-                timing(scheduler.publishing, "publish", snapshots, lambda con, d, n, *a, **k: n)
+                timing(publishing, "publish", snapshots, lambda con, d, n, *a, **k: n)
             )
             timers.enter_context(
-                timing(scheduler.partitions, "append", snapshots, lambda *a, **k: RECENT_ATTEMPTS)
+                timing(partitions, "append", snapshots, lambda *a, **k: RECENT_ATTEMPTS)
             )
             started = time.perf_counter()
             pipeline.cycle()
@@ -384,7 +387,7 @@ def weekly_report_seconds(paths: DataPaths, now: datetime) -> float:
     from engine.config import ReportsConfig
 
     started = time.perf_counter()
-    scheduler.weekly_report(paths, ReportsConfig(), now=now, background=False)
+    weekly_report(paths, ReportsConfig(), now=now, background=False)
     return time.perf_counter() - started
 
 

@@ -22,7 +22,7 @@ from bench import recorder, scheduler, store
 from bench.stats import Figure, percentile
 from bench.timing import describe
 from engine.published.partitions import FANOUT
-from engine.scheduler.pipeline import pipeline as scheduler_module
+from engine.scheduler import pipeline as scheduler_module
 
 HOOK_TARGET_US = 20.0
 CYCLE_TARGET_MS = 1000.0

@@ -31,6 +31,7 @@ from bench.dashboard import Render, live_render
 from engine.core.paths import DataPaths
 from engine.scheduler.pipeline import Pipeline
 from simulations import job as jobs
+from simulations import job_process
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.history import seed_history
 from simulations.scenario import SCENARIOS_DIR, load_scenario
@@ -150,7 +151,7 @@ def _in_a_thread(root: Path, repeat: int) -> Render:
 
 
 def _processes() -> int:
-    return jobs.workers(load_scenario(SCENARIO))
+    return job_process.workers(load_scenario(SCENARIO))
 
 
 def section(m: Measured, *, command: str, when: datetime) -> str:

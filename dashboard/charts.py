@@ -136,7 +136,7 @@ ROUTE_PALETTE = px.colors.qualitative.Safe
 # A point's hover is read alone: its amount by its own magnitude ("$0.47", "-$0.0021").
 _FORMATS = {"usd": format_usd, "share": lambda v: f"{v:.1%}", "": lambda v: f"{v:,.0f}"}
 _TICKS = {"share": ".0%"}
-# Failed attempts by class (figures.FAILURE_CLASSES): the same colour on every timeline.
+# Failed attempts by class (metrics.FAILURE_CLASSES): the same colour on every timeline.
 FAILURE_COLOURS = {"429": "#ff7f0e", "529": "#d62728", "5xx": "#8c564b", "401/403": "#9467bd",
                    "timeout": "#bcbd22", "other": "#7f7f7f", "request (4xx)": "#c7c7c7",
                    "drill": "#1f77b4"}  # fmt: skip
@@ -157,7 +157,7 @@ def route_colours(routes: Iterable[str]) -> dict[str, str]:
 class Timeline:
     """What every Live timeline shares: the x range [start, end), where the complete buckets
     end (`counting_from`), the time zone the axis is read in, and the markers
-    (figures.timeline_markers)."""
+    (metrics.timeline_markers)."""
 
     start: datetime
     end: datetime

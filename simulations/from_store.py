@@ -32,12 +32,12 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from engine.alerts.families import describe
 from engine.config import Config, parse_config, parse_target
 from engine.core.errors import ConfigError
+from engine.core.fault_families import describe
 from engine.core.money import format_usd
+from engine.published.catalogue import LEVELS, REPLAY_MARGIN
 from engine.published.read import PublishedData
-from engine.store.traffic_profile import LEVELS, REPLAY_MARGIN
 from simulations.recorded_incidents import (
     incident,
     overlapping,

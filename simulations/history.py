@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from engine.config import Config
 from engine.core.clock import VirtualClock
 from engine.core.errors import ChainError
 from engine.core.messages import Request
@@ -62,7 +63,7 @@ def daily_curve(at: datetime) -> float:
 
 def seed_history(
     paths: DataPaths,
-    config: object,
+    config: Config,
     *,
     days: int = 14,
     end: datetime | None = None,
@@ -90,7 +91,7 @@ def seed_history(
     staging = DataPaths(paths.root / ".history")
     shutil.rmtree(staging.root, ignore_errors=True)
     sw = Switchover(
-        config,  # type: ignore[arg-type]
+        config,
         clock=clock,
         transport=transport,
         record_to=staging,

@@ -11,7 +11,7 @@ it (a reload, a closed tab, another viewer opening What-if).
         runs/         the runs' results stores (only the newest KEEP_STORES jobs keep theirs)
         log.txt       the process's own output
 
-    python -m simulations.job FOLDER
+    python -m simulations.job_process FOLDER   (simulations.job_process: the job itself)
 
 The process, and the workers it starts for a large run (one per core but one: `workers`), run
 on CPU time nobody else wants (SCHED_IDLE; nice 10 where that is not available), so that on a
@@ -32,23 +32,17 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
-import traceback
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import ConfigError
-from engine.telemetry.status import atomic_write
-from simulations.results import Comparison, as_json, from_json
-from simulations.scenario import Scenario
+from engine.core.files import atomic_write
+from simulations.results import Comparison, from_json
 
 JOBS = Path("simulations") / "jobs"  # under the data folder
 KEEP_STORES = 3  # finished jobs whose runs' stores are kept (each a few tens of MB)
 KEEP_JOBS = 20  # job folders kept at all: their results stay readable on the page
-NICE = 10  # where SCHED_IDLE is not available
-_STATUS_EVERY_S = 0.25  # progress is written at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,18 +87,18 @@ def start(data_root: Path, spec: JobSpec) -> Path:
     """Start `spec` in a process of its own; its folder, which `status` reads."""
     folder = jobs_dir(data_root).resolve() / _new_id()
     folder.mkdir(parents=True)
-    _write(folder / "job.json", asdict(spec))
+    write_json(folder / "job.json", asdict(spec))
     now = datetime.now(UTC)
-    _write_status(folder, spec, "running", 0.0, "starting", now, pid=None)
+    write_status(folder, spec, "running", 0.0, "starting", now, pid=None)
     with open(folder / "log.txt", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "simulations.job", str(folder)],
+            [sys.executable, "-m", "simulations.job_process", str(folder)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a stop ends it and nothing else
         )  # fmt: skip
     # Its number in a file of its own: a tiny job may already have written "done" to
     # status.json, which a status rewritten here would turn back to "running".
-    atomic_write(folder / "pid", str(process.pid).encode())
+    atomic_write(folder / "pid", str(process.pid).encode(), durable=False)
     # Reaped here when it ends, or it lingers as a zombie that looks alive to `status`.
     threading.Thread(target=process.wait, daemon=True, name=f"job-{folder.name}").start()
     _prune(folder.parent, started=folder)
@@ -161,7 +155,7 @@ def stop(folder: Path) -> None:
         _end_group(pid)
         body.update(state="stopped", error="stopped from the page",
                     updated_at=datetime.now(UTC).isoformat())  # fmt: skip
-        _write(folder / "status.json", body)
+        write_json(folder / "status.json", body)
 
 
 def _end_group(pgid: int, grace_s: float = 2.0) -> None:
@@ -192,79 +186,6 @@ def wait(folder: Path, timeout_s: float) -> JobStatus:
         time.sleep(0.1)
 
 
-# --- the job's process -----------------------------------------------------------------------
-
-
-def run(folder: Path) -> int:
-    """Run the job in `folder` (in this process); 0 when its result is written."""
-    from simulations.scenario import parse_scenario
-    from simulations.simulate import simulate
-
-    body = json.loads((folder / "job.json").read_text())
-    spec = JobSpec(body["title"], body["scenario"], tuple(body["backups"]), body["scale"])
-    started = datetime.fromisoformat(json.loads((folder / "status.json").read_text())["started_at"])
-    done: dict[str, float] = {}
-    last = 0.0
-    try:
-        scenario = parse_scenario(tomllib.loads(spec.scenario), source=spec.title)
-        scenario = scenario.scaled(spec.scale)
-        runs = 1 + (len(spec.backups) or len(scenario.backups) or 1)
-
-        def progress(label: str, share: float) -> None:
-            nonlocal last
-            done[label] = share
-            if time.monotonic() - last >= _STATUS_EVERY_S or share >= 1:
-                last = time.monotonic()
-                _write_status(folder, spec, "running", min(1.0, sum(done.values()) / runs),
-                              label, started, pid=os.getpid())  # fmt: skip
-
-        comparison = simulate(scenario, list(spec.backups) or None,
-                              processes=workers(scenario), results_dir=folder / "runs",
-                              progress=progress)  # fmt: skip
-        _write(folder / "result.json", as_json(comparison))
-        _write_status(folder, spec, "done", 1.0, "", started, pid=os.getpid())
-        return 0
-    except (ConfigError, tomllib.TOMLDecodeError) as exc:
-        _write_status(folder, spec, "failed", 0.0, "", started, pid=os.getpid(),
-                      error=f"This scenario cannot run: {exc}")  # fmt: skip
-        return 1
-    except Exception as exc:  # told on the page (and the trace in log.txt), never lost
-        traceback.print_exc()
-        _write_status(folder, spec, "failed", sum(done.values()), "", started, pid=os.getpid(),
-                      error=f"The simulation failed: {type(exc).__name__}: {exc}")  # fmt: skip
-        return 1
-
-
-def workers(scenario: Scenario) -> int:
-    """Processes for the job's runs: one per core but one, for a run large enough to pay for
-    starting them. The core left alone is the dashboard's: even on idle CPU time, a busy
-    neighbour core slows a page render (measured on 2 cores: one busy core +12 %, both +39 %,
-    bench/whatif_isolation.py), so the viewers keep one to themselves."""
-    from simulations.simulate import PARALLEL_FROM
-
-    sent = scenario.rate_per_s * scenario.traffic_scale * scenario.duration_s  # at most
-    spare = max(1, (os.cpu_count() or 1) - 1)
-    return spare if sent >= PARALLEL_FROM else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    [folder] = argv if argv is not None else sys.argv[1:]
-    yield_the_cpu()
-    return run(Path(folder))
-
-
-def yield_the_cpu() -> str:
-    """Run this process (and the workers it starts, which inherit it) only on CPU time nobody
-    else wants: Linux's SCHED_IDLE, where there is one, else nice NICE. What it got."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        return "SCHED_IDLE"
-    except (AttributeError, OSError):  # not Linux, or not allowed
-        with contextlib.suppress(OSError):
-            os.nice(NICE)
-        return f"nice {NICE}"
-
-
 # --- files -----------------------------------------------------------------------------------
 
 
@@ -273,15 +194,15 @@ def _new_id() -> str:
     return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{secrets.token_hex(3)}"
 
 
-def _write(path: Path, body: dict[str, Any]) -> None:
-    atomic_write(path, json.dumps(body, indent=1).encode())
+def write_json(path: Path, body: dict[str, Any]) -> None:
+    atomic_write(path, json.dumps(body, indent=1).encode(), durable=False)
 
 
-def _write_status(
+def write_status(
     folder: Path, spec: JobSpec, state: str, share: float, doing: str, started: datetime,
     *, pid: int | None, error: str = "",
 ) -> None:  # fmt: skip
-    _write(folder / "status.json", {
+    write_json(folder / "status.json", {
         "title": spec.title, "state": state, "share": share, "doing": doing, "pid": pid,
         "started_at": started.isoformat(), "updated_at": datetime.now(UTC).isoformat(),
         "error": error, "scale": spec.scale,
@@ -328,7 +249,3 @@ def _prune(folder: Path, started: Path) -> None:
         shutil.rmtree(old / "runs", ignore_errors=True)
     for old in finished[KEEP_JOBS:]:
         shutil.rmtree(old, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,10 +12,11 @@ import shutil
 import time
 from datetime import UTC, datetime, timedelta
 
+from engine.config import Config
 from engine.core.errors import ChainError
 from engine.core.messages import Message, Request
 from engine.core.paths import DataPaths
-from engine.core.pricing import Pricer
+from engine.runtime.build import build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from simulations.arrivals import arrivals
@@ -62,12 +63,10 @@ async def run_live(scenario: Scenario, backup: str, paths: DataPaths) -> RunResu
             await asyncio.gather(*tasks)
         seconds = time.perf_counter() - started
     end = datetime.now(UTC) + timedelta(minutes=1)  # live attempts carry the real time
-    pipeline = Pipeline(
-        paths, Pricer.from_config(config), now=lambda: end
-    )  # priced as the recorder prices
+    pipeline = Pipeline(paths, build_pricer(config), now=lambda: end)  # priced as recorded
     try:
         pipeline.cycle()
-        result = results_of(pipeline, "live", backup, scenario)
+        result = results_of(pipeline.con, "live", backup, scenario)
     finally:
         pipeline.close()
     result.seconds = seconds
@@ -79,8 +78,8 @@ async def _send(sw: Switchover, route: str, request: Request) -> None:
         await sw.complete(route, request)
 
 
-def _schedule(scenario: Scenario, config: object) -> dict[str, list[dict[str, object]]]:
-    models = {t.name: t.model for r in config.routes.values() for t in r.targets}  # type: ignore[attr-defined]
+def _schedule(scenario: Scenario, config: Config) -> dict[str, list[dict[str, object]]]:
+    models = {t.name: t.model for r in config.routes.values() for t in r.targets}
     windows: dict[str, list[dict[str, object]]] = {}
     for fault in scenario.faults:
         name = _FAKE_FAULTS[fault.kind]

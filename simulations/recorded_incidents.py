@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from engine.alerts.families import BY_NAME
 from engine.config import Config
 from engine.core.errors import ConfigError
+from engine.core.fault_families import BY_NAME
 from engine.published.read import PublishedData
 from simulations.fault_schedule import FaultMinute, faults_of
 from simulations.scenario import Fault

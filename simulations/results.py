@@ -28,9 +28,9 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.scheduler.pipeline import Pipeline
+from engine.core.money import price_difference
 from simulations.result_parts import (
     LIMIT_OF,
     MEASURES,
@@ -45,6 +45,9 @@ from simulations.result_parts import (
     Quantile,
 )
 from simulations.scenario import Limits, Scenario
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "MEASURES",
@@ -95,7 +98,7 @@ class RunResult:
 
     @property
     def price_difference_usd(self) -> Decimal:
-        return self.fallback_premium_usd - self.cache_loss_usd
+        return price_difference(self.fallback_premium_usd, self.cache_loss_usd)
 
     @property
     def answered_cost_usd(self) -> Decimal:
@@ -222,8 +225,10 @@ _FALLBACK_OVER_TIME = """
 """
 
 
-def results_of(pipeline: Pipeline, label: str, backup: str | None, scenario: Scenario) -> RunResult:
-    con = pipeline.con
+def results_of(
+    con: duckdb.DuckDBPyConnection, label: str, backup: str | None, scenario: Scenario
+) -> RunResult:
+    """A run's figures, read from its store once its scheduler has finished."""
     (requests, answered, failed, by_fallback, cost, premium, cache_loss, rewarm, wasted,
      unpriced) = con.execute(_FIGURES).fetchone()  # fmt: skip
     result = RunResult(

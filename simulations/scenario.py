@@ -54,6 +54,7 @@ Top level, optional: `traffic_scale = 0.01` simulates 1 % of the traffic (rate l
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,8 +62,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.alerts.rules import parse_duration
 from engine.config import Config, parse_config
+from engine.config.alerting import parse_duration
 from engine.core.errors import ConfigError
 from simulations.scenario_traffic import (
     Latency,
@@ -299,3 +300,8 @@ def compressed(scenario: Scenario, factor: float) -> Scenario:
         faults=faults,
         daily_curve=False,
     )
+
+
+def slug(text: str) -> str:
+    """A name as a file or folder name: lower-case letters and digits joined by dashes."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")

@@ -22,7 +22,6 @@ import multiprocessing
 import os
 import pickle
 import random
-import re
 import shutil
 import threading
 import time
@@ -41,15 +40,15 @@ from engine.core.clock import VirtualClock
 from engine.core.errors import ChainError, ConfigError
 from engine.core.messages import Message, Request
 from engine.core.paths import DataPaths
-from engine.core.pricing import Pricer, known_price_provider
-from engine.runtime.switchover import Switchover, breaker_policies
+from engine.core.pricing import known_price_provider
+from engine.runtime.build import breaker_changes, breaker_policies, build_pricer
+from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
-from engine.telemetry.breaker_events import recording_changes
 from engine.telemetry.recorder import Recorder
 from simulations.arrivals import arrivals
 from simulations.fastforward import Columns, FastForward, PendingBreakers
 from simulations.results import Comparison, RunResult, results_of
-from simulations.scenario import Scenario
+from simulations.scenario import Scenario, slug
 from simulations.simulated import CURRENT, Caches, RequestDraws, RequestJitter, SimulatedProvider
 
 Progress = Callable[[str, float], None]  # (what, share done)
@@ -113,7 +112,7 @@ def run_once(
     alerts_log.setLevel(logging.ERROR)  # a simulated incident's alerts are not news
     try:
         pipeline.cycle()
-        result = results_of(pipeline, label, backup, scenario)
+        result = results_of(pipeline.con, label, backup, scenario)
     finally:
         pipeline.close()
         alerts_log.setLevel(level)
@@ -159,13 +158,13 @@ class _Run:
             )
             for name, pc in config.providers.items()
         }  # fmt: skip
-        self.pricer = Pricer.from_config(config)
+        self.pricer = build_pricer(config)
         self.recorder = Recorder(paths.spool, pricer=self.pricer, flush_rows=20_000,
                                  max_buffered=5_000_000, fsync=False, clock=self.clock)  # fmt: skip
         self.breakers = PendingBreakers(
             config.policy.breaker_policy(),
             policies_by_key=breaker_policies(config),
-            on_change=recording_changes(self.recorder, self.clock),  # type: ignore[arg-type]
+            on_change=breaker_changes(self.recorder, self.clock),
         )
         self.host = Switchover(
             config, clock=self.clock, breakers=self.breakers, hooks=[self.recorder],
@@ -338,8 +337,3 @@ def _second_target(config: Config) -> str:
         if len(route.targets) > 1:
             return route.targets[1].name
     raise ConfigError("the scenario's routes have no backup: give one with --backup")
-
-
-def slug(text: str) -> str:
-    """A name as a file or folder name: lower-case letters and digits joined by dashes."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")

@@ -33,9 +33,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from engine.core.classify import classify_exception, classify_response
+from engine.core.classify import classify_response
 from engine.core.clock import Clock
 from engine.core.messages import MessageEnd, Request, Response, StreamEvent, Text, TextDelta, Usage
+from engine.providers.transport_faults import classify_exception
 from simulations.fakes.faults import FAULTS
 from simulations.scenario import Fault, Latency, Limits, RouteTraffic
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +21,12 @@ from engine.core.errors import (
     RateLimited,
     RequestFault,
 )
+from engine.providers.transport_faults import classify_exception
+from simulations.fakes import anthropic as fake_anthropic
+from simulations.fakes import openai as fake_openai
+from simulations.fakes.faults import CATALOGUE, ErrorShape
+from simulations.fakes.pages import CLOUDFLARE
+from simulations.fakes.render import error_reply
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -356,7 +365,7 @@ EXCEPTION_ROWS = [
 def test_transport_failures_map_to_their_decision(
     row, exc, reached_provider, expected, error_class
 ):
-    error = classify.classify_exception(exc, sent=True)
+    error = classify_exception(exc, sent=True)
     assert type(error) is expected
     assert error.error_class == error_class
     assert error.sent is reached_provider
@@ -465,3 +474,47 @@ def test_request_faults_and_rate_limits_never_count_on_the_breaker():
     assert RequestFault("x").counts_on_breaker is False
     assert RateLimited("x").counts_on_breaker is False
     assert all(c("x").counts_on_breaker for c in (ProviderFault, AccountFault, AmbiguousFault))
+
+
+# --- the status table, against the fault catalogue the fakes serve --------------------------
+
+
+def _catalogue_errors() -> list[Any]:
+    """Every HTTP error of the fault catalogue (`simulations.fakes.faults`), in each dialect
+    that has it, as the fake providers put it on the wire."""
+    cases = []
+    for fault in CATALOGUE:
+        for dialect in (fake_anthropic, fake_openai):
+            shape = fault.shape(dialect.NAME)
+            if shape is not None:
+                cases.append(pytest.param(fault, dialect, shape, id=f"{fault.name}-{dialect.NAME}"))
+        if fault.name == "cf_52x":  # a page per status, rendered by status alone
+            for status in CLOUDFLARE:
+                page = ErrorShape(status, body="html")
+                cases.append(pytest.param(fault, fake_anthropic, page, id=f"cf_{status}"))
+    return cases
+
+
+@pytest.mark.parametrize(("fault", "dialect", "shape"), _catalogue_errors())
+def test_every_catalogue_error_gets_the_decision_its_row_names(fault, dialect, shape):
+    values = {"model": "m", "window": 8192, "tokens": 9000, "retry_after": "3"}
+    values["code"] = fault.defaults.get("code")
+    filled = dataclasses.replace(
+        shape,
+        message=shape.message.format(**values),
+        code=shape.code.format(**values) if shape.code else None,
+    )
+    ctx = SimpleNamespace(
+        dialect=dialect, request_id="req_1", ids=SimpleNamespace(ray=lambda: "8f0")
+    )
+    reply = error_reply(ctx, filled)  # type: ignore[arg-type]
+    error = classify.classify_response(reply.status, dict(reply.headers), reply.body, now=NOW)
+    assert (error.status, error.decision) == (shape.status, fault.decision)
+
+
+def test_every_status_ends_its_rules_with_one_that_always_applies():
+    """A status's word rules refine it; the last one is its meaning when no word matches."""
+    tables = [*classify.RULES_BY_STATUS.values()]
+    tables += [classify.OTHER_CLIENT_ERROR, classify.OTHER_SERVER_ERROR]
+    for rules in tables:
+        assert rules[-1].matches("", None), rules

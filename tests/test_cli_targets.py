@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from engine.cli.main import app
 from engine.core.paths import DataPaths
-from engine.state.switches import TargetSwitches
+from engine.state.switches_file import TargetSwitches
 
 runner = CliRunner()
 CONFIG = """

@@ -7,23 +7,24 @@ from pathlib import Path
 import pytest
 
 from engine import config
-from engine.alerts import rules
+from engine.config import alerting as rules
+from engine.config import gateway, prices, prompts, providers, reports, state, store
 from engine.config import routes as config_routes
 from engine.fallback.policy import POLICY_KEYS
 
 REFERENCE = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
 KEYS = sorted(
     {
-        *config._PROVIDER_KEYS,
+        *providers._PROVIDER_KEYS,
         *config_routes._ROUTE_OPTION_KEYS,
-        *config_routes._PROMPT_KEYS,
+        *prompts._PROMPT_KEYS,
         *config_routes._TARGET_KEYS,
         *POLICY_KEYS,
-        *config._PRICE_KEYS,
-        *config._STATE_KEYS,
-        *config._GATEWAY_KEYS,
-        *config._REPORTS_KEYS,
-        *config._STORE_KEYS,
+        *prices._PRICE_KEYS,
+        *state._STATE_KEYS,
+        *gateway._GATEWAY_KEYS,
+        *reports._REPORTS_KEYS,
+        *store._STORE_KEYS,
         *rules._RULE_KEYS,
         *rules._RECEIVER_KEYS,
         *rules._ALERTING_KEYS,

@@ -25,7 +25,7 @@ from engine.fallback.order import TargetOrder, order_targets
 from engine.fallback.target import Target
 from engine.providers.openai import OpenAIProvider
 from engine.state.health_scores import MemoryHealthScores
-from engine.state.switches import TargetSwitches
+from engine.state.switches_file import TargetSwitches
 from simulations.fakes import FakeTransport
 
 A, B, C = "gpt/a", "gpt/b", "gpt/c"

@@ -21,6 +21,7 @@ from genai_prices.data_snapshot import DataSnapshot, set_custom_snapshot
 from engine.config import parse_config
 from engine.core.attempt import Attempt
 from engine.core.pricing import GENAI_PRICES_SOURCE, PriceOverride, Pricer, UnitPrices
+from engine.runtime.build import build_pricer
 
 WHEN = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
 SOURCE = f"genai-prices {genai_prices.__version__}"
@@ -317,7 +318,7 @@ def test_the_pricer_takes_overrides_and_price_providers_from_config():
             """
         )
     )
-    pricer = Pricer.from_config(config)
+    pricer = build_pricer(config)
     overridden = attempt("openai", "llama-3.1-8b-instant", provider="fast", input=1_000_000)
     assert pricer.price(overridden) == (Decimal("0.04"), "override: Groq invoice, March 2026")
     groq = attempt("openai", "llama-3.3-70b-versatile", provider="fast", input=1_000_000)

@@ -26,7 +26,8 @@ import pytest
 from engine.core.attempt import Attempt
 from engine.core.clock import SystemClock, VirtualClock
 from engine.telemetry.columns import ARROW_SCHEMA, HOST
-from engine.telemetry.recorder import FILE_ROWS, FlushPacing, Recorder
+from engine.telemetry.pacing import FlushPacing
+from engine.telemetry.recorder import FILE_ROWS, Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 STARTED = datetime(2026, 1, 5, 9, 0, 0, 123456, tzinfo=UTC)

@@ -17,8 +17,9 @@ import pytest
 
 from engine.core.paths import DataPaths
 from engine.published.publish import MANIFEST
-from engine.published.scheduler_status import SchedulerStatus, open_when_free, read_status
+from engine.published.scheduler_status import SchedulerStatus, read_status
 from engine.scheduler.pipeline import Pipeline
+from engine.scheduler.process import open_when_free
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0  # a loaded 2-core machine: generous, and only the failure path waits it out
@@ -33,7 +34,7 @@ SCHEDULER = """
 import logging, sys
 from pathlib import Path
 from engine.core.paths import DataPaths
-from engine.scheduler.pipeline import run_scheduler
+from engine.scheduler.process import run_scheduler
 logging.basicConfig(level=logging.INFO)
 run_scheduler(DataPaths(Path(sys.argv[1])), cycle_s=0.2, retry_s=0.1)
 """

@@ -11,7 +11,7 @@ from store.spool import make_attempt
 
 from engine.core.clock import VirtualClock
 from engine.state.breaker import AccountFailure, BreakerPolicy, MemoryBreakerStore, RateLimit
-from engine.state.switches import TargetSwitches
+from engine.state.switches_file import TargetSwitches
 from engine.state.target_health import TargetHealth
 
 T = "gpt/gpt-4.1-mini"

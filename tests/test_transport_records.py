@@ -22,7 +22,7 @@ from engine.fallback.chain import Chain
 from engine.fallback.policy import Policy
 from engine.fallback.target import Target
 from engine.providers import AnthropicProvider, OpenAIProvider
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 from simulations.fakes import FakeProviders
 
 ASK = Request(messages=(Message.user("where is my parcel?"),), max_tokens=64)

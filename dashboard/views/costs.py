@@ -10,7 +10,7 @@ import streamlit as st
 from dashboard import charts, data
 from dashboard.cost_parts import premium_parts, usd_column
 from dashboard.definitions import define
-from dashboard.figures import cost_by, cost_summary, token_mix
+from dashboard.metrics import cost_by, cost_summary, token_mix
 from engine.core.money import format_usd
 
 DIMENSIONS = {"Route": "route", "Provider": "provider", "Model": "model", "Feature": "feature"}

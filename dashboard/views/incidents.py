@@ -14,8 +14,8 @@ import streamlit as st
 from dashboard import charts, data
 from dashboard.cost_parts import extra_cost_parts, usd_column
 from dashboard.definitions import define
-from dashboard.figures import incident_table, traffic_by_target
-from dashboard.readiness import drill_table
+from dashboard.metrics import incident_table, traffic_by_target
+from dashboard.readiness_metrics import drill_table
 from engine.alerts.silences import request_silence
 from engine.core.money import format_usd
 

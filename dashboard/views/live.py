@@ -12,9 +12,9 @@ from datetime import timedelta
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, figures
+from dashboard import charts, data, metrics
 from dashboard.definitions import define
-from dashboard.figures import Span
+from dashboard.metrics import Span
 from engine.core.money import format_change, format_usd
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
@@ -60,16 +60,16 @@ def _banners(v: data.View, alerts: pd.DataFrame, incidents: pd.DataFrame) -> Non
     for incident in incidents[incidents["ended_at"].isna()].itertuples():
         (st.error if incident.failed else st.warning)(
             f"**Ongoing incident** since {v.short(incident.started_at)}: "
-            + figures.incident_summary(incident),
+            + metrics.incident_summary(incident),
             icon=":material/emergency:",
         )
 
 
 def _headline(v: data.View, recent: Span, window: Span, minutes: pd.DataFrame,
               rollups: pd.DataFrame) -> None:  # fmt: skip
-    now = figures.kpis(recent.of(minutes), _p99(recent), recent.length)
+    now = metrics.kpis(recent.of(minutes), _p99(recent), recent.length)
     worst_hour = v.grain == "hour"  # no exact p99 over a week: the worst hour's
-    over = figures.kpis(window.of(rollups), None if worst_hour else _p99(window), window.length)
+    over = metrics.kpis(window.of(rollups), None if worst_hour else _p99(window), window.length)
     w = v.label
     shown = [
         ("Requests/min", f"{now.requests_per_min:,.1f}", f"{over.requests_per_min:,.1f}/min",
@@ -86,7 +86,7 @@ def _headline(v: data.View, recent: Span, window: Span, minutes: pd.DataFrame,
     ]  # fmt: skip
     st.markdown(
         f"**All routes, last 5 min**: {v.clock(recent.start)}–{v.clock(recent.end, True)} "
-        f"{v.tz.key} ({figures.duration(recent.length)}), {now.requests:,} requests · under each "
+        f"{v.tz.key} ({metrics.duration(recent.length)}), {now.requests:,} requests · under each "
         f"figure, the same over {w} ({v.stamp(window.start)}–{v.clock(window.end, True)}, "
         f"{over.requests:,} requests)",
         help=define("last 5 min"),
@@ -106,16 +106,16 @@ def _health(v: data.View, recent: Span, minutes: pd.DataFrame, rollups: pd.DataF
             drills: pd.DataFrame) -> None:  # fmt: skip
     week = (v.now - timedelta(days=7)).replace(second=0, microsecond=0)
     events = data.query("breaker_events", since=week)
-    gone = (v.now - figures.PROCESS_GONE_AFTER).replace(second=0, microsecond=0)
+    gone = (v.now - metrics.PROCESS_GONE_AFTER).replace(second=0, microsecond=0)
     alive = data.query("live_processes", since=gone)
-    breakers = figures.breaker_states(events, set(alive.itertuples(index=False, name=None)), v.now)
+    breakers = metrics.breaker_states(events, set(alive.itertuples(index=False, name=None)), v.now)
     failures = data.query("failures_by_target", since=recent.start, until=recent.end)
     last = recent.of(minutes)
     seen = set(rollups["target"]) if len(rollups) else set()
     primaries = data.query("route_primaries")
     routes_primary = dict(zip(primaries["route"], primaries["target"], strict=True))
-    targets = figures.target_health(last, breakers, failures, v.now, seen, drills, routes_primary)
-    routes, shares = figures.route_status(last), figures.serving_shares(last)
+    targets = metrics.target_health(last, breakers, failures, v.now, seen, drills, routes_primary)
+    routes, shares = metrics.route_status(last), metrics.serving_shares(last)
     left, right = st.columns(2)
     with left:
         st.markdown("**Targets** · last 5 min; breakers now", help=define("target status"))
@@ -129,7 +129,7 @@ def _health(v: data.View, recent: Span, minutes: pd.DataFrame, rollups: pd.DataF
             st.markdown(
                 f":{STATUS_COLORS[r.status]}[● **{r.route}** {r.status}] · {r.requests:,} "
                 f"requests · fallback {_pct(r.fallback_rate)} · {r.failed:,} failed  \n"
-                f"served by {figures.serving_text(shares, r.route)}"
+                f"served by {metrics.serving_text(shares, r.route)}"
             )
         if routes.empty:
             st.caption("No requests in the last 5 minutes.")
@@ -139,26 +139,26 @@ def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.Da
     counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
     t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, markers)
     attempts = {"since": max(window.start, window.end - ATTEMPTS_KEPT), "width": v.bucket}
-    failures = figures.failures_by_class(data.query("failures_by_bucket", **attempts))
+    failures = metrics.failures_by_class(data.query("failures_by_bucket", **attempts))
     latency = data.query("latency_by_bucket", **attempts)
     streams = data.query("ttft_by_bucket", **attempts)
-    ttft = figures.as_series(streams, PERCENTILES, "ms", by="route")
-    money = figures.as_series(figures.rates_by_bucket(rollups), MONEY, "usd")
+    ttft = metrics.as_series(streams, PERCENTILES, "ms", by="route")
+    money = metrics.as_series(metrics.rates_by_bucket(rollups), MONEY, "usd")
     targets = {**charts.colours(sorted(set(rollups["target"]))), "failed": charts.FAILED}
     by_route = charts.route_colours({*rollups.get("route", []), *streams["route"]})
     routes = {s: by_route[s.rsplit(" ", 1)[0]] for s in ttft["series"]}
     drawn = [
-        charts.timeline_bars(figures.traffic_by_target(rollups) if len(rollups) else rollups,
+        charts.timeline_bars(metrics.traffic_by_target(rollups) if len(rollups) else rollups,
                              "requests", "served by", targets,
                              "Requests by the target that answered", "requests", t,
                              order=list(targets)),
-        charts.timeline_lines(figures.fallback_by_route(rollups), "fallback_rate", "route",
+        charts.timeline_lines(metrics.fallback_by_route(rollups), "fallback_rate", "route",
                               "Fallback rate by route", "share of requests", t,
                               colour_map=by_route, unit="share"),
         "No failed attempts in this window." if failures.empty else charts.timeline_bars(
             failures, "attempts", "failure", charts.FAILURE_COLOURS, "Failed attempts by class",
-            "attempts", t, order=figures.FAILURE_CLASSES),
-        charts.timeline_lines(figures.as_series(latency, PERCENTILES, "ms"), "ms", "series",
+            "attempts", t, order=metrics.FAILURE_CLASSES),
+        charts.timeline_lines(metrics.as_series(latency, PERCENTILES, "ms"), "ms", "series",
                               "Latency of attempts", "ms", t, dotted=["p99"]),
         "No streamed answers in this window." if ttft.empty else charts.timeline_lines(
             ttft, "ms", "series", "Time to first token, streamed routes", "ms", t,
@@ -221,8 +221,8 @@ def live() -> None:
         data.empty_state()
         return
     as_of = data.as_of(v)
-    recent = figures.span_to(as_of, figures.RECENT)
-    window = figures.span_to(as_of, v.window, v.bucket)
+    recent = metrics.span_to(as_of, metrics.RECENT)
+    window = metrics.span_to(as_of, v.window, v.bucket)
     rollups = data.query(f"{v.grain}_rollups", since=window.start)
     minutes = rollups if v.grain == "minute" else data.query("minute_rollups", since=recent.start)
     alerts = data.query("alerts", since=window.start)
@@ -231,7 +231,7 @@ def live() -> None:
     _banners(v, alerts, incidents)
     _headline(v, recent, window, minutes, rollups)
     _health(v, recent, minutes, rollups, drills)
-    _timelines(v, window, rollups, figures.timeline_markers(incidents, alerts, drills, v.now))
+    _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, v.now))
     _recent_failures(v, window)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, readiness
+from dashboard import charts, data, readiness_metrics
 from dashboard.definitions import define
 
 st.title("Readiness")
@@ -25,14 +25,14 @@ if not data.manifest():
 runs = data.query("eval_runs")
 drills = data.query("drills")
 primaries = data.query("route_primaries")
-names = readiness.routes(runs, drills, primaries)
+names = readiness_metrics.routes(runs, drills, primaries)
 if not names:
     st.info("No route has traffic, an eval or a drill yet. Run "
             "`switchover eval cases.toml --route support` (docs/evals.md).",
             icon=":material/fact_check:")  # fmt: skip
     st.stop()
 route = st.selectbox("Route", names, key="readiness_route")
-primary = readiness.primary_of(primaries, route)
+primary = readiness_metrics.primary_of(primaries, route)
 
 st.subheader("Evals")
 scores = data.query("eval_scores", route=route)
@@ -44,17 +44,17 @@ if scores.empty:
         icon=":material/fact_check:",
     )
 else:
-    run = readiness.latest_run(scores)
+    run = readiness_metrics.latest_run(scores)
     latest = run.iloc[0]
     st.caption(
         f"Latest run {v.stamp(latest.started_at)} · `{latest.cases_file}` · "
         f"{int(run['cases'].max())} cases · minimum pass rate {latest.min_pass_rate:.0%}"
     )
-    for sentence in readiness.below_minimum(run, primary):
+    for sentence in readiness_metrics.below_minimum(run, primary):
         st.warning(sentence, icon=":material/report:")
-    targets = readiness.target_table(run, primary)
+    targets = readiness_metrics.target_table(run, primary)
     st.dataframe(
-        targets.assign(cost_usd=targets["cost_usd"].map(readiness.cost_text)),
+        targets.assign(cost_usd=targets["cost_usd"].map(readiness_metrics.cost_text)),
         hide_index=True, width="stretch",
         column_config={
             "pass_rate": st.column_config.ProgressColumn("pass rate", format="percent",
@@ -67,13 +67,13 @@ else:
                                                    help=define("minimum pass rate")),
         },
     )  # fmt: skip
-    failed = readiness.failed_cases(data.query("eval_results", run_id=latest.run_id))
+    failed = readiness_metrics.failed_cases(data.query("eval_results", run_id=latest.run_id))
     with st.expander(f"Failed cases of the latest run ({len(failed)})", expanded=False):
         if failed.empty:
             st.caption("Every case passed on every target.")
         else:
             st.dataframe(failed, hide_index=True, width="stretch")
-    past = readiness.history(scores)
+    past = readiness_metrics.history(scores)
     left, right = st.columns(2)
     left.plotly_chart(charts.pass_rates(run, latest.min_pass_rate), width="stretch")
     if len(past):
@@ -93,41 +93,43 @@ if mine.empty:
         "report shows whether the backups took the traffic.",
         icon=":material/crisis_alert:",
     )
-for waiting in readiness.not_reported(mine).itertuples():
-    st.info(readiness.waiting_text(waiting, v.stamp), icon=":material/timer:")
-drill = readiness.latest_report(mine)
+for waiting in readiness_metrics.not_reported(mine).itertuples():
+    st.info(readiness_metrics.waiting_text(waiting, v.stamp), icon=":material/timer:")
+drill = readiness_metrics.latest_report(mine)
 if drill is not None:
-    took = readiness.duration_text((drill.ended_at - drill.started_at).total_seconds())
+    took = readiness_metrics.duration_text((drill.ended_at - drill.started_at).total_seconds())
     st.markdown(
         f"Latest drill report: **{drill.target}** made to fail from "
         f"{v.stamp(drill.started_at)} for {took}, requested by {drill.requested_by}."
     )
     cells = st.columns(6)
-    served = readiness.count_text(drill.served_by_backups)
+    served = readiness_metrics.count_text(drill.served_by_backups)
+    requests = readiness_metrics.count_text(drill.requests)
+    opened = readiness_metrics.seconds_text(drill.breaker_opened_after_s)
     cells[0].metric("Verdict", str(drill.verdict), help=define("drill verdict"))
-    cells[1].metric("Served by backups", f"{served} of {readiness.count_text(drill.requests)}",
+    cells[1].metric("Served by backups", f"{served} of {requests}",
                     help=define("served by backups"))  # fmt: skip
-    cells[2].metric("Failed requests", readiness.count_text(drill.failed),
+    cells[2].metric("Failed requests", readiness_metrics.count_text(drill.failed),
                     help=define("failed in the drill"))  # fmt: skip
-    cells[3].metric("Breaker opened after", readiness.seconds_text(drill.breaker_opened_after_s),
+    cells[3].metric("Breaker opened after", opened,
                     help=define("breaker opened after"))  # fmt: skip
-    cells[4].metric("Cost difference", readiness.change_text(drill.cost_difference_usd),
+    cells[4].metric("Cost difference", readiness_metrics.change_text(drill.cost_difference_usd),
                     help=define("cost difference"))  # fmt: skip
-    restored, after = readiness.restored_text(drill.restored, drill.restored_after_s)
+    restored, after = readiness_metrics.restored_text(drill.restored, drill.restored_after_s)
     cells[5].metric("Restored", restored, after, delta_color="off", delta_arrow="off",
                     help=define("restored"))  # fmt: skip
-    reasons = readiness.drill_why(drill)
+    reasons = readiness_metrics.drill_why(drill)
     if reasons:  # a failed drill always says why, never only "failed" and its figures
         st.error("**Why the drill failed**\n\n" + "\n".join(f"- {r}" for r in reasons),
                  icon=":material/report:")  # fmt: skip
     elif isinstance(drill.summary, str) and drill.summary:
         {"passed": st.success}.get(drill.verdict, st.info)(drill.summary)
-    note = readiness.preflight_note(drill)
+    note = readiness_metrics.preflight_note(drill)
     if note and not reasons:  # a failed drill's reasons include it already
         st.caption(note[0].upper() + note[1:] + ".")
 
 st.subheader("Quality errors")
-quality = readiness.quality_by_target(data.rollups(v, route=route))
+quality = readiness_metrics.quality_by_target(data.rollups(v, route=route))
 if quality.empty:
     st.caption(f"No requests on {route} in the last {v.label}.")
 else:

@@ -19,8 +19,9 @@ import streamlit as st
 
 from dashboard import data
 from engine.reports import render
+from engine.reports.content import AVAILABILITY_TARGET
 from engine.reports.headline import headline
-from engine.reports.week import AVAILABILITY_TARGET, build_week, data_time, last_week
+from engine.reports.week import build_week, data_time, last_week
 
 WEEKS = 5  # hourly rollups are published for 35 days
 CONFIG_ENV = "SWITCHOVER_CONFIG"  # the configuration `switchover report` reads too

@@ -19,17 +19,16 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data
-from engine.alerts.families import describe
-from engine.alerts.rules import parse_duration
 from engine.config import load_config
+from engine.config.alerting import parse_duration
 from engine.core.errors import ConfigError
+from engine.core.fault_families import describe
 from simulations import from_store
 from simulations import job as jobs
 from simulations.arrivals import arrivals
 from simulations.report import headroom_warnings, scale_notice, sentence, table_rows
 from simulations.results import Comparison
-from simulations.scenario import library, parse_scenario, to_toml
-from simulations.simulate import slug
+from simulations.scenario import library, parse_scenario, slug, to_toml
 
 SCALES = {"1 %": 0.01, "10 %": 0.1, "25 %": 0.25, "100 %": 1.0}
 SOURCES = ("the library", "our traffic", "an incident")

@@ -6,8 +6,7 @@ credentials.py      the credential kind: a target refused with its key, named by
 drill_marks.py      alerts during a fault drill marked "during drill <id>", never held back
 lifecycle.py        firing → resolved, deduplicated, silences; the notification outbox
 delivery.py         webhook payloads (Slack, generic JSON) and the sender thread
-families.py         fault families: availability, rate limit, account
-incidents.py        incident windows per target and fault family
+incidents.py        incident windows per target and fault family (engine.core.fault_families)
 incident_impact.py  what each incident did to the traffic and cost
 watch.py            one evaluation pass, as the scheduler runs it
 """

@@ -19,9 +19,9 @@ from typing import NamedTuple
 
 from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
 from engine.alerts.credentials import credential
-from engine.alerts.rules import Rule
 from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
-from engine.core.money import format_parts, format_usd, read_usd
+from engine.config.alerting import Rule
+from engine.core.money import format_parts, format_usd, price_difference, read_usd
 
 log = logging.getLogger("switchover.alerts")
 
@@ -81,10 +81,14 @@ class _RouteFigures(NamedTuple):
     by_fallback: int
     unavailable: int
     request_faults: int
-    price_difference: Decimal
+    fallback_premium: Decimal
     cache_loss: Decimal
     rewarm: Decimal
     wasted: Decimal
+
+    @property
+    def price_difference(self) -> Decimal:
+        return price_difference(self.fallback_premium, self.cache_loss)
 
     @property
     def extra_cost(self) -> Decimal:
@@ -98,8 +102,7 @@ _ROUTE_FIGURES = """
         (sum(answered_by_fallback) - coalesce(sum(drill_fallbacks), 0))::BIGINT AS by_fallback,
         sum(unavailable)::BIGINT AS unavailable,
         sum(request_faults)::BIGINT AS request_faults,
-        coalesce(sum(fallback_premium_usd), 0) - coalesce(sum(cache_loss_usd), 0)
-            AS price_difference,
+        coalesce(sum(fallback_premium_usd), 0) AS fallback_premium,
         coalesce(sum(cache_loss_usd), 0) AS cache_loss,
         coalesce(sum(rewarm_usd), 0) AS rewarm,
         coalesce(sum(wasted_usd), 0) AS wasted

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from engine.alerts.rules import Rule
+from engine.config.alerting import Rule
 
 # A process that recorded nothing for this long is gone (restarted, scaled down): its breakers
 # went with it and no longer count as open.

@@ -18,7 +18,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from engine.alerts.context import Context, Observation
-from engine.alerts.rules import Rule
+from engine.config.alerting import Rule
 
 # The first account fault in the rule's window: most passes find none and stop there.
 _FIRST = """

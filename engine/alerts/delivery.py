@@ -30,7 +30,7 @@ from typing import Any
 import duckdb
 import httpx
 
-from engine.alerts.rules import UNITS, Receiver
+from engine.config.alerting import UNITS, Receiver
 from engine.core.money import format_usd
 
 log = logging.getLogger("switchover.alerts")

@@ -26,7 +26,7 @@ from datetime import datetime
 
 import duckdb
 
-from engine.alerts.families import FAMILIES
+from engine.core.fault_families import FAMILIES
 
 Minutes = dict[datetime, dict[str, tuple[int, float]]]  # bucket → family → (faults, share)
 Held = dict[datetime, tuple[int, float]]  # bucket → (requests kept from it, share)

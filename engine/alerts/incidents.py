@@ -1,6 +1,6 @@
 """Incidents: the windows when one target failed in one way, with what they cost.
 
-An incident is about one target (provider/model) and one fault family (engine.alerts.families:
+An incident is about one target (provider/model) and one fault family (engine.core.fault_families:
 availability, rate limit, account): a Sonnet 529 outage and a Haiku key failure at the same time
 are two incidents, each with its own routes and top error. From the minute rollups:
 
@@ -42,8 +42,8 @@ import duckdb
 import pyarrow as pa
 
 from engine.alerts import incident_impact
-from engine.alerts.families import BY_NAME, FAMILIES
 from engine.alerts.incident_evidence import Evidence, Held, Minutes
+from engine.core.fault_families import BY_NAME, FAMILIES
 from engine.store.retention import refresh_floor
 
 MINUTE = timedelta(minutes=1)

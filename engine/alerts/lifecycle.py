@@ -26,7 +26,7 @@ import duckdb
 
 from engine.alerts.conditions import Observation
 from engine.alerts.delivery import payload
-from engine.alerts.rules import AlertingConfig
+from engine.config.alerting import AlertingConfig
 
 log = logging.getLogger("switchover.alerts")
 
@@ -70,40 +70,17 @@ def apply(
         (rule, subject): (aid, told) for aid, rule, subject, told in con.execute(_ACTIVE).fetchall()
     }
     silences = con.execute(_SILENCED, {"now": now}).fetchall()
-
-    def silenced(rule: str, obs: Observation) -> bool:
-        """A silence for the rule, for its subject or for a route or target it is about."""
-        subjects = {obs.subject, *obs.names}
-        return any((r is None or r == rule) and (s is None or s in subjects) for r, s in silences)
-
     changes: list[Change] = []
     observed: dict[str, Observation] = {}  # alert id → what made it fire, for its notification
     con.execute("BEGIN TRANSACTION")
     try:
         for rule_name, observations in evaluated.items():
             for obs in observations:
-                quiet = silenced(rule_name, obs)
-                values = {
-                    "now": now, "value": obs.value, "summary": obs.summary,
-                    "cost": obs.cost_usd, "silenced": quiet,
-                }  # fmt: skip
-                known = active.pop((rule_name, obs.subject), None)
-                if known is None:
-                    alert_id = f"{rule_name}:{obs.subject}:{now:%Y%m%dT%H%M%S}"
-                    con.execute(_INSERT, {
-                        **values, "alert_id": alert_id, "rule": rule_name, "kind": obs.rule.kind,
-                        "severity": obs.rule.severity, "subject": obs.subject,
-                        "threshold": obs.rule.threshold, "notified": not quiet,
-                    })  # fmt: skip
-                    changes.append(Change(alert_id, "firing", rule_name, obs.subject, not quiet))
-                    observed[alert_id] = obs
-                    continue
-                alert_id, told = known
-                notify = not told and not quiet  # a silence ended while it still fires
-                con.execute(_UPDATE, {**values, "alert_id": alert_id, "notify": notify})
-                if notify:
-                    changes.append(Change(alert_id, "firing", rule_name, obs.subject, True))
-                    observed[alert_id] = obs
+                quiet = _silenced(silences, rule_name, obs)
+                change = _fire_or_update(con, rule_name, obs, active, quiet, now)
+                if change is not None:
+                    changes.append(change)
+                    observed[change.alert_id] = obs
         for (rule_name, subject), (alert_id, told) in active.items():
             if rule_name in evaluated or config.rule(rule_name) is None:
                 con.execute(_RESOLVE, {"alert_id": alert_id, "now": now})
@@ -119,6 +96,46 @@ def apply(
             "alert %s %s%s", change.event, change.alert_id, "" if change.notified else " (silenced)"
         )
     return changes
+
+
+def _silenced(
+    silences: Sequence[tuple[str | None, str | None]], rule: str, obs: Observation
+) -> bool:
+    """A silence for the rule, for its subject or for a route or target it is about."""
+    subjects = {obs.subject, *obs.names}
+    return any((r is None or r == rule) and (s is None or s in subjects) for r, s in silences)
+
+
+def _fire_or_update(
+    con: duckdb.DuckDBPyConnection,
+    rule_name: str,
+    obs: Observation,
+    active: dict[tuple[str, str], tuple[str, bool]],
+    quiet: bool,
+    now: datetime,
+) -> Change | None:
+    """The alert `obs` is about, firing: a new row, or its row in `active` updated (and taken
+    out of it, so that what is left there resolves). The change to tell: a new alert's, or an
+    alert's whose silence ended while it still fires; None for one still firing as it was."""
+    values = {
+        "now": now,
+        "value": obs.value,
+        "summary": obs.summary,
+        "cost": obs.cost_usd,
+        "silenced": quiet,
+    }
+    known = active.pop((rule_name, obs.subject), None)
+    if known is None:
+        alert_id = f"{rule_name}:{obs.subject}:{now:%Y%m%dT%H%M%S}"
+        rule = obs.rule
+        new = {"alert_id": alert_id, "rule": rule_name, "kind": rule.kind, "subject": obs.subject}
+        new |= {"severity": rule.severity, "threshold": rule.threshold, "notified": not quiet}
+        con.execute(_INSERT, {**values, **new})
+        return Change(alert_id, "firing", rule_name, obs.subject, not quiet)
+    alert_id, told = known
+    notify = not told and not quiet  # a silence ended while it still fires
+    con.execute(_UPDATE, {**values, "alert_id": alert_id, "notify": notify})
+    return Change(alert_id, "firing", rule_name, obs.subject, True) if notify else None
 
 
 _ALERT_ROW = """

@@ -1,25 +1,22 @@
 """Silences: "stop telling me about this rule (for this subject) until then".
 
 Only the scheduler opens the database, so the CLI (and the dashboard) ask for a silence by
-writing a small JSON file under `data/control/silences/` (written aside, then renamed: never
-read half-written); the scheduler's next pass moves it into `alert_silences` and deletes it.
+writing a small JSON file under `data/control/silences/`, a control-plane request
+(engine.state.control: written aside, then renamed, never read half-written); the scheduler's
+next pass moves it into `alert_silences` and deletes it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import os
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from engine.core.paths import DataPaths
-
-log = logging.getLogger("switchover.alerts")
+from engine.state import control
 
 
 def inbox(paths: DataPaths) -> Path:
@@ -49,11 +46,7 @@ def request_silence(
         "reason": reason,
         "created_at": now.isoformat(),
     }
-    folder = inbox(paths)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{silence_id}.tmp"
-    tmp.write_text(json.dumps(body))
-    os.replace(tmp, folder / f"{silence_id}.json")
+    control.submit(inbox(paths), silence_id, body)
     return silence_id
 
 
@@ -65,29 +58,26 @@ _INSERT = """
 
 def ingest_silences(con: duckdb.DuckDBPyConnection, paths: DataPaths) -> int:
     """Move requested silences into the store; the number taken in."""
-    try:
-        files = sorted(p for p in inbox(paths).iterdir() if p.suffix == ".json")
-    except FileNotFoundError:
-        return 0
     taken = 0
-    for path in files:
+    for request in control.pending(inbox(paths)):
         try:
-            body = json.loads(path.read_text())
-            row = {
-                "silence_id": str(body["silence_id"]),
-                "rule": str(body["rule"]),
-                "subject": body.get("subject"),
-                "starts_at": datetime.fromisoformat(body["starts_at"]),
-                "ends_at": datetime.fromisoformat(body["ends_at"]),
-                "reason": str(body.get("reason", "")),
-                "created_at": datetime.fromisoformat(body["created_at"]),
-            }
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            log.error("silence request %s is unreadable, set aside: %r", path.name, error)
-            with contextlib.suppress(OSError):
-                path.rename(path.with_suffix(".bad"))
+            row = _row(request.body)
+        except (ValueError, KeyError, TypeError) as error:
+            request.set_aside(f"not a silence: {error!r}")
             continue
         con.execute(_INSERT, row)
-        path.unlink(missing_ok=True)
+        request.done()
         taken += 1
     return taken
+
+
+def _row(body: Any) -> dict[str, Any]:
+    return {
+        "silence_id": str(body["silence_id"]),
+        "rule": str(body["rule"]),
+        "subject": body.get("subject"),
+        "starts_at": datetime.fromisoformat(body["starts_at"]),
+        "ends_at": datetime.fromisoformat(body["ends_at"]),
+        "reason": str(body.get("reason", "")),
+        "created_at": datetime.fromisoformat(body["created_at"]),
+    }

@@ -5,7 +5,7 @@ scheduler keeps (engine.store.telemetry)."""
 from __future__ import annotations
 
 from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
-from engine.alerts.rules import Rule
+from engine.config.alerting import Rule
 from engine.telemetry.breaker_events import EVENTS_DIR
 
 __all__ = ["telemetry_lag", "telemetry_loss"]

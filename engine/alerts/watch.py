@@ -20,8 +20,8 @@ from engine.alerts.delivery import Outbox
 from engine.alerts.drill_marks import mark_drills
 from engine.alerts.incident_evidence import Evidence
 from engine.alerts.incidents import IncidentPolicy, refresh_incidents
-from engine.alerts.rules import AlertingConfig
 from engine.alerts.silences import ingest_silences
+from engine.config.alerting import AlertingConfig
 from engine.core.paths import DataPaths
 
 log = logging.getLogger("switchover.alerts")

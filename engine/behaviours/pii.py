@@ -2,8 +2,8 @@
 
 Applied above the fallback chain, so every target, primary or backup, receives the same
 masked request: CPF, CNPJ, e-mail, phone, card and bank-account numbers become placeholders
-such as `[CPF_1]`, and `restore_response` / `StreamRestorer` put the originals back in the
-answer when the operator enables restore.
+such as `[CPF_1]`, and `restore_response` (a streamed answer: `engine.behaviours.pii_stream`)
+puts the originals back in the answer when the operator enables restore.
 
 Pure: no I/O, no clock, no logging. It must never log, record or persist a value it masks;
 the only copy of the originals is the `Masker`, which lives as long as one request, and whose
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.behaviours.pii_stream import StreamRestorer
 from engine.core import bounded_json
 from engine.core.messages import Request, Response, Text, ToolCall, ToolResult
 
@@ -258,6 +259,11 @@ class Masker:
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
 
+    @property
+    def issued(self) -> Collection[str]:
+        """The placeholders this masker gave out (and can restore)."""
+        return self._original_of.keys()
+
     def stream_restorer(self) -> StreamRestorer:
         return StreamRestorer(self)
 
@@ -276,42 +282,6 @@ class Masker:
             self._placeholder_of[(kind, value)] = placeholder
             self._original_of[placeholder] = value
         return placeholder
-
-
-class StreamRestorer:
-    """Restores placeholders in text that arrives in pieces (stream deltas): a placeholder may be
-    split across deltas. Use one per stream of text (the answer, each tool call's arguments)."""
-
-    def __init__(self, masker: Masker) -> None:
-        self._masker = masker
-        self._pending = ""
-
-    def feed(self, piece: str) -> str:
-        """What can be released now, holding back a possible partial placeholder at the end."""
-        buffer = self._pending + piece
-        cut = self._partial_start(buffer)
-        self._pending = buffer[cut:]
-        return self._masker.restore_text(buffer[:cut])
-
-    def flush(self) -> str:
-        """The rest, at the end of the stream."""
-        rest, self._pending = self._pending, ""
-        return self._masker.restore_text(rest)
-
-    def _partial_start(self, buffer: str) -> int:
-        # A placeholder holds a single `[`, so a cut made just before the `[` of an unfinished
-        # one never splits a finished one, and the pieces restore exactly as the whole would.
-        issued = self._masker._original_of
-        if not issued:
-            return len(buffer)
-        longest = max(map(len, issued))
-        i = buffer.find("[", max(0, len(buffer) - longest + 1))
-        while i != -1:
-            tail = buffer[i:]
-            if any(p.startswith(tail) and p != tail for p in issued):
-                return i
-            i = buffer.find("[", i + 1)
-        return len(buffer)
 
 
 # --- requests and responses --------------------------------------------------------------------

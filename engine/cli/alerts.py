@@ -67,8 +67,8 @@ def alerts_silence(
     """Stop notifications of a rule for a while (the scheduler takes the request in)."""
     from datetime import UTC, datetime, timedelta
 
-    from engine.alerts.rules import parse_duration
     from engine.alerts.silences import request_silence
+    from engine.config.alerting import parse_duration
     from engine.core.paths import DataPaths
 
     seconds = parse_duration(duration)

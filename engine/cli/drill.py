@@ -57,7 +57,7 @@ def drill_command(
     data_dir: DataDirOption = None,
 ) -> None:
     """Fail TARGET on ROUTE as if its key were invalid, then report the fallback it caused."""
-    from engine.alerts.rules import parse_duration
+    from engine.config.alerting import parse_duration
     from engine.core.paths import DataPaths
 
     seconds = parse_duration(duration)

@@ -202,7 +202,7 @@ def parse_window(text: str, now: datetime) -> tuple[datetime, datetime]:
 
 def parse_outage(text: str, start: datetime) -> Outage:
     """TARGET,START,LENGTH,KIND[,RATE] as a `simulations.from_store.Outage`."""
-    from engine.alerts.rules import parse_duration
+    from engine.config.alerting import parse_duration
     from simulations.from_store import Outage
 
     parts = [p.strip() for p in text.split(",")]

@@ -85,8 +85,9 @@ def _open(
     config_path: Path, data_dir: Path | None, target: str | None, route: str | None
 ) -> tuple[Any, list[str]]:
     from engine.config import load_config
+    from engine.core.clock import SystemClock
     from engine.core.paths import DataPaths
-    from engine.state.switches import RedisTargetSwitches, TargetSwitches
+    from engine.runtime.build import build_switches
 
     try:
         config = load_config(config_path)
@@ -99,10 +100,8 @@ def _open(
     if target is not None and target not in known:
         raise _fail(f"unknown target {target!r} (targets: {', '.join(sorted(known))})")
     routes = [r.name for r in scope if target is None or target in {t.name for t in r.targets}]
-    if config.state.redis_url is not None:
-        return RedisTargetSwitches.from_url(config.state.redis_url), routes
     paths = DataPaths(data_dir) if data_dir is not None else DataPaths.default()
-    return TargetSwitches(paths.target_switches), routes
+    return build_switches(config, paths, SystemClock()), routes
 
 
 def _run(switches: Any, work: Any) -> Any:

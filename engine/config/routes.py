@@ -1,16 +1,13 @@
-"""switchover.toml's routes: targets (with their prompts), policy overrides and route options.
+"""[routes.NAME]: a route's targets (with their prompts), its policy overrides and its options.
 
-Split from `engine.config`, which parses the file and calls `parse_routes`; the same rules hold:
-a mistake fails at start with one line naming the key (`routes.support.pii: unknown kind 'rg'`).
-Also the small checks every section shares (`table_of`, `no_unknown`).
+`engine.config.parse_config` calls `parse_routes` once the providers and prompts are known; the
+same rule holds as everywhere in the file: a mistake fails at start with one line naming the key
+(`routes.support.pii: unknown kind 'rg'`).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +15,12 @@ from typing import Any
 
 from engine.behaviours.contracts import OutputContract
 from engine.behaviours.pii import PII_KINDS, PiiPolicy
-from engine.behaviours.prompts import SYSTEM_SLOT, TargetPrompt
-from engine.core.errors import ConfigError
+from engine.behaviours.prompts import TargetPrompt
+from engine.config.checks import Fail, no_unknown, table_of, valid_model, valid_name
+from engine.config.policy import parse_policy
+from engine.config.providers import ProviderConfig
 from engine.fallback.policy import POLICY_KEYS, Policy
 
-Fail = Any  # (key, problem) -> ConfigError, naming the file
-
-_PROMPT_KEYS = ("version", "system", "template")
 # A target given as a table: `{ target = "provider/model", prompt = "NAME", context_window = N }`.
 _TARGET_KEYS = ("target", "prompt", "context_window")
 # A route's keys beyond its targets and policy overrides (engine.fallback.chain applies them).
@@ -73,23 +69,6 @@ class RouteConfig:
     options: RouteOptions = field(default_factory=RouteOptions)
 
 
-# Names end up in header values, metric labels, file names and dashboards: printable, no
-# blanks, no control characters. A model may carry the slashes and colons of real model ids
-# ("meta-llama/Llama-3.3-70B", "llama3.1:8b", "anthropic.claude-v2:1"), and the fake
-# providers read a fault from after a "#" ("primary#rate_limit:retry_after=1,reset=date").
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+#=,-]{0,191}")
-
-
-def valid_name(name: str) -> bool:
-    """A route or provider name: letters, digits, `.`, `_`, `-`; at most 64."""
-    return _NAME.fullmatch(name) is not None
-
-
-def valid_model(model: str) -> bool:
-    return _MODEL.fullmatch(model) is not None
-
-
 def parse_target(text: str) -> TargetConfig:
     """`provider/model`; the model part may itself contain slashes (`or/meta-llama/x`)."""
     provider, sep, model = text.partition("/")
@@ -98,16 +77,10 @@ def parse_target(text: str) -> TargetConfig:
     return TargetConfig(provider, model)
 
 
-def parse_prompts(data: Any, fail: Fail) -> dict[str, TargetPrompt]:
-    return {
-        name: _prompt(name, table, fail) for name, table in table_of(data, "prompts", fail).items()
-    }
-
-
 def parse_routes(
     data: Any,
     *,
-    providers: Mapping[str, Any],
+    providers: Mapping[str, ProviderConfig],
     prompts: Mapping[str, TargetPrompt],
     defaults: Policy,
     base_dir: Path,
@@ -121,11 +94,11 @@ def parse_routes(
 
 @dataclass(frozen=True, slots=True)
 class _RouteContext:
-    providers: Mapping[str, Any]  # engine.config.ProviderConfig, by name
+    providers: Mapping[str, ProviderConfig]  # by name
     prompts: Mapping[str, TargetPrompt]
     defaults: Policy
     base_dir: Path
-    fail: Any
+    fail: Fail
 
 
 def _route(name: str, table: Any, context: _RouteContext) -> RouteConfig:
@@ -211,7 +184,7 @@ def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext)
     )
 
 
-def _pii(value: Any, restore: bool, where: str, fail: Any) -> PiiPolicy | None:
+def _pii(value: Any, restore: bool, where: str, fail: Fail) -> PiiPolicy | None:
     """`true` masks every kind, a list the kinds named, `false` (the default) nothing."""
     if value is False:
         return None
@@ -223,55 +196,6 @@ def _pii(value: Any, restore: bool, where: str, fail: Any) -> PiiPolicy | None:
     if unknown:
         raise fail(where, f"unknown kind {unknown[0]!r} (kinds: {', '.join(PII_KINDS)})")
     return PiiPolicy(frozenset(value), restore=restore)
-
-
-def _prompt(name: str, table: Any, fail: Any) -> TargetPrompt:
-    where = f"prompts.{name}"
-    table = table_of(table, where, fail)
-    no_unknown(table, _PROMPT_KEYS, where, fail)
-    version = table.get("version")
-    if isinstance(version, int) and not isinstance(version, bool):
-        version = str(version)
-    if not isinstance(version, str) or not version.strip():
-        raise fail(f"{where}.version", 'give the prompt a version, like "3" or "2026-11-30"')
-    texts = {k: table[k] for k in ("system", "template") if k in table}
-    if len(texts) != 1:
-        raise fail(where, "give exactly one of system (replaces the caller's) or template")
-    key, text = next(iter(texts.items()))
-    if not isinstance(text, str) or not text.strip():
-        raise fail(f"{where}.{key}", "must be a non-empty string")
-    if key == "template" and SYSTEM_SLOT not in text:
-        raise fail(f"{where}.template", f"must contain {SYSTEM_SLOT} (or use system instead)")
-    return TargetPrompt(name, version.strip(), **{key: text})
-
-
-def parse_policy(table: Any, base: Policy, where: str, fail: Any) -> Policy:
-    table = table_of(table, where, fail)
-    no_unknown(table, sorted(POLICY_KEYS), where, fail)
-    for key, value in table.items():
-        expected = type(getattr(base, key))
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if expected is int:
-            ok = ok and isinstance(value, int)
-        if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            kind = "an integer" if expected is int else "a number"
-            raise fail(f"{where}.{key}", f"must be {kind} (got {value!r})")
-    try:
-        return base.replace(**table)
-    except ValueError as exc:
-        raise fail(where, str(exc)) from None
-
-
-def table_of(value: Any, where: str, fail: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise fail(where, f"must be a table (got {type(value).__name__})")
-    return value
-
-
-def no_unknown(table: Mapping[str, Any], allowed: Any, where: str, fail: Any) -> None:
-    for key in table:
-        if key not in allowed:
-            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(allowed)})")
 
 
 def contract_of(value: Any, where: str, base_dir: Path, fail: Fail) -> OutputContract:
@@ -292,14 +216,3 @@ def contract_of(value: Any, where: str, base_dir: Path, fail: Fail) -> OutputCon
         return OutputContract(value)
     except ValueError as exc:
         raise fail(where, str(exc)) from None
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file's tables; ConfigError in one line when it is missing or not TOML."""
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None

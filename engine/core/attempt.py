@@ -9,12 +9,34 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 # "skipped": the request's every target was skipped (breakers open, cooling after a 429, no
 # budget left), so no HTTP call was made; one such row keeps the request visible.
 Outcome = Literal["success", "error", "cancelled", "skipped"]
 KeyKind = Literal["own", "managed"]
+
+
+class Step(StrEnum):
+    """What the chain did after an attempt, recorded as its `decision`: the one vocabulary of
+    recorded decisions. Stored as these very strings (a StrEnum is a str), so the stored data
+    reads as it always has. What an error class calls for is `engine.core.errors.Decision`;
+    this is what was done, given the budget, the breaker and the targets left."""
+
+    SERVED = "served"
+    FAIL_FAST = "fail_fast"  # the request's fault (or ours): raised to the caller
+    RETRY = "retry"  # the same target again, after a jittered backoff
+    WAIT_AND_RETRY = "wait_and_retry"  # the same target again, after a short Retry-After
+    FALL_BACK = "fall_back"  # on to the next target
+    FALL_BACK_NOW = "fall_back_now"  # an account fault: on to the next target, no retry
+    # A context overflow passed to a later target with a larger window (catalogue row 2).
+    FALL_BACK_LARGER_CONTEXT = "fall_back_larger_context"
+    # A committed stream's text that a later target went on with (engine.fallback.continuation).
+    CONTINUE_ELSEWHERE = "continue_elsewhere"
+    IN_BAND_ERROR = "in_band_error"  # a committed stream failed: the caller got a StreamError
+    GIVE_UP = "give_up"  # no target left to try (or every one was skipped)
+    CANCELLED = "cancelled"  # the caller went away
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +57,7 @@ class Attempt:
     ttft_ms: float | None
     streamed: bool
     outcome: Outcome
-    # served | fail_fast | retry | fall_back | fall_back_now | fall_back_larger_context |
-    # wait_and_retry | continue_elsewhere | in_band_error | ...
-    decision: str
+    decision: Step
     error_class: str | None
     # Whose fault, as the policy sees it: request | provider | account | rate_limit | ambiguous
     fault_kind: str | None
@@ -62,8 +82,8 @@ class Attempt:
     prompt_version: str | None = None  # the target's own prompt ([prompts]) that was sent
     quality_error: str | None = None  # "kind: message" when the answer broke its contract
     unreadable_events: int = 0  # stream events skipped because their data did not parse
-    # A continuation of a committed stream that failed (engine.continuation): the attempt
-    # number it picks up from, and the characters of the answer the caller held by then.
+    # A continuation of a committed stream that failed (engine.fallback.continuation): the
+    # attempt number it picks up from, and the characters of the answer the caller held by then.
     continues_attempt: int | None = None
     continued_chars: int | None = None
 

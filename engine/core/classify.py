@@ -1,7 +1,8 @@
-"""Every foreign failure becomes one `AttemptError`, here and nowhere else.
+"""Every foreign failure becomes one `AttemptError`, here and nowhere else: the answers that
+arrived here, the transport's exceptions in `engine.providers.transport_faults`.
 
-Pure functions of (HTTP status, headers, body) or of an exception: no I/O, no clock reads
-(`now` is passed in for HTTP dates). Both dialects' error shapes are read leniently, because
+Pure functions of (HTTP status, headers, body): no I/O, no clock reads (`now` is passed in for
+HTTP dates), no HTTP client. Both dialects' error shapes are read leniently, because
 compatible servers and the proxies in front of real providers (Cloudflare HTML pages, FastAPI
 422s, `{"error": "text"}`) do not follow either spec. The decision each row of
 `shared/reference/fault-catalogue.md` maps to is tested row by row in `tests/test_classify.py`.
@@ -12,11 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-
-import httpx
 
 from engine.core.errors import (
     AccountFault,
@@ -29,11 +29,11 @@ from engine.core.errors import (
 
 # A reset further away than this is not believed (garbage, or a clock far off).
 MAX_BELIEVED_RESET_S = 86_400.0
-_MESSAGE_LIMIT = 500
+MESSAGE_LIMIT = 500  # characters of a provider's message kept
 
 # An error `type` (Anthropic) or `code` (OpenAI and compatibles) says what status it stands for
-# when the body arrives with 200 or inside a stream.
-_STATUS_OF_TYPE = {
+# when the body arrives with 200 or inside a stream; the gateway words an in-band error by it.
+STATUS_OF_ERROR_TYPE: Mapping[str, int] = {
     "invalid_request_error": 400,
     "context_length_exceeded": 400,
     "authentication_error": 401,
@@ -122,28 +122,6 @@ def error_from_object(
     return _decide(status, error, headers, now)
 
 
-def classify_exception(
-    exc: BaseException, *, sent: bool, status: int | None = None
-) -> AttemptError:
-    """A transport failure. `sent` is False when the request cannot have reached the provider;
-    `status` is the response's, when its status line arrived before the failure (a read
-    timeout mid-body), else None: no number is recorded for an answer that never came."""
-    message = f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT]
-    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError | httpx.UnsupportedProtocol):
-        return ProviderFault("connect", message, sent=False)
-    if isinstance(exc, httpx.PoolTimeout):
-        return ProviderFault("pool_timeout", message, sent=False)
-    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout | TimeoutError):
-        return AmbiguousFault("read_timeout", message, sent=sent, status=status)
-    if isinstance(exc, httpx.DecodingError):
-        return AmbiguousFault("truncated", message, sent=sent, status=status)
-    if isinstance(exc, httpx.TransportError):
-        if not sent:
-            return ProviderFault("connect", message, sent=False)
-        return AmbiguousFault("reset", message, status=status)
-    return ProviderFault("internal", message, sent=sent, status=status)
-
-
 def protocol_fault(
     kind: str,
     message: str,
@@ -153,7 +131,7 @@ def protocol_fault(
 ) -> AttemptError:
     """A 2xx answer that cannot be used: invalid_json, not_json, empty or truncated."""
     return AmbiguousFault(
-        kind, message[:_MESSAGE_LIMIT], status=status, provider_request_id=provider_request_id
+        kind, message[:MESSAGE_LIMIT], status=status, provider_request_id=provider_request_id
     )
 
 
@@ -161,7 +139,7 @@ def stream_fault(kind: str, message: str, *, status: int | None) -> AttemptError
     """A stream that broke without an error event: stream_cut or stream_stalled. `status` is
     the response's, or None when no status line arrived (a stream that stalled before its
     headers)."""
-    return ProviderFault(kind, message[:_MESSAGE_LIMIT], status=status)
+    return ProviderFault(kind, message[:MESSAGE_LIMIT], status=status)
 
 
 def provider_request_id(headers: Mapping[str, str]) -> str | None:
@@ -169,6 +147,77 @@ def provider_request_id(headers: Mapping[str, str]) -> str | None:
 
 
 # --- the decision table --------------------------------------------------------------------
+#
+# The status decides. Where what a status means depends on what the error says (a 429 that is
+# an exhausted quota, a 400 that is a spend limit or a context overflow, a 5xx that says it is
+# overloaded), the word rules beside it refine it: tried in order, the first that matches
+# wins, and the last of each status always matches. A status not in the table is read as any
+# other 4xx, or as a server error (5xx, and anything else that is no success).
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One classification: the fault and its error class, when the error's words (its type,
+    code and message, lower-cased) hold one of `words`, or when its type is `error_type`;
+    with neither, always."""
+
+    fault: type[AttemptError]
+    error_class: str
+    words: tuple[str, ...] = ()
+    error_type: str | None = None
+    retry_same: bool = True
+
+    def matches(self, words: str, error_type: str | None) -> bool:
+        if self.error_type is not None:
+            return error_type == self.error_type
+        return not self.words or any(w in words for w in self.words)
+
+
+_OVERLOADED = Rule(ProviderFault, "overloaded", ("overloaded",))
+# The provider already made us wait; repeating the same long wait wastes the budget.
+_TIMED_OUT = Rule(ProviderFault, "timeout", error_type="timeout_error", retry_same=False)
+_UNAVAILABLE = (_OVERLOADED, _TIMED_OUT, Rule(ProviderFault, "unavailable"))
+
+RULES_BY_STATUS: Mapping[int, tuple[Rule, ...]] = {
+    401: (Rule(AccountFault, "authentication"),),
+    402: (Rule(AccountFault, "billing"),),
+    403: (Rule(AccountFault, "permission"),),
+    404: (Rule(AccountFault, "model_not_found"),),
+    408: (Rule(AmbiguousFault, "request_timeout"),),
+    409: (Rule(ProviderFault, "conflict"),),
+    413: (Rule(RequestFault, "too_large"),),
+    422: (Rule(RequestFault, "unprocessable"),),
+    429: (
+        Rule(AccountFault, "quota", _QUOTA_WORDS),
+        Rule(RateLimited, "slow_down", _SLOW_DOWN_WORDS),
+        Rule(RateLimited, "rate_limit"),
+    ),
+    502: _UNAVAILABLE,
+    503: _UNAVAILABLE,
+    504: (_OVERLOADED, Rule(ProviderFault, "timeout", retry_same=False)),
+    **dict.fromkeys(range(520, 525), _UNAVAILABLE),  # Cloudflare's pages for an origin's failure
+    529: (Rule(ProviderFault, "overloaded"),),
+}
+OTHER_CLIENT_ERROR: tuple[Rule, ...] = (
+    # Anthropic answers 400 when a spend limit the customer set is reached: an account fault
+    # dressed as a bad request.
+    Rule(AccountFault, "spend_limit", _SPEND_LIMIT_PHRASES),
+    Rule(RequestFault, "context_overflow", _CONTEXT_PHRASES),
+    Rule(RequestFault, "content_policy", _CONTENT_POLICY_WORDS),
+    Rule(RequestFault, "invalid_request"),
+)
+OTHER_SERVER_ERROR: tuple[Rule, ...] = (
+    _OVERLOADED,
+    _TIMED_OUT,
+    Rule(ProviderFault, "server_error"),
+)
+
+
+def rules_for(status: int) -> tuple[Rule, ...]:
+    """The rules that classify an error answered with `status`, in the order they are tried."""
+    if status in RULES_BY_STATUS:
+        return RULES_BY_STATUS[status]
+    return OTHER_CLIENT_ERROR if 400 <= status < 500 else OTHER_SERVER_ERROR
 
 
 def _decide(
@@ -178,56 +227,19 @@ def _decide(
     error_code = _str(error.get("code"))
     details = error.get("details")
     details_code = _str(details.get("error_code")) if isinstance(details, Mapping) else None
-    message = (_str(error.get("message")) or f"HTTP {status}")[:_MESSAGE_LIMIT]
+    message = (_str(error.get("message")) or f"HTTP {status}")[:MESSAGE_LIMIT]
     words = " ".join(w for w in (error_type, error_code, details_code, message) if w).lower()
-    fields = {
-        "status": status,
-        "error_type": error_type,
-        "error_code": error_code or details_code,
-        "retry_after_s": parse_retry_after(headers, now),
-        "provider_request_id": provider_request_id(headers),
-    }
-
-    if status == 429:
-        if any(w in words for w in _QUOTA_WORDS):
-            return AccountFault("quota", message, **fields)
-        if any(w in words for w in _SLOW_DOWN_WORDS):
-            return RateLimited("slow_down", message, **fields)
-        return RateLimited("rate_limit", message, **fields)
-    if status == 402:
-        return AccountFault("billing", message, **fields)
-    if status == 401:
-        return AccountFault("authentication", message, **fields)
-    if status == 403:
-        return AccountFault("permission", message, **fields)
-    if status == 404:
-        return AccountFault("model_not_found", message, **fields)
-    if status == 413:
-        return RequestFault("too_large", message, **fields)
-    if status == 422:
-        return RequestFault("unprocessable", message, **fields)
-    if status == 408:
-        return AmbiguousFault("request_timeout", message, **fields)
-    if status == 409:
-        return ProviderFault("conflict", message, **fields)
-    if 400 <= status < 500:
-        # Anthropic answers 400 when a spend limit the customer set is reached: an account
-        # fault dressed as a bad request.
-        if any(p in words for p in _SPEND_LIMIT_PHRASES):
-            return AccountFault("spend_limit", message, **fields)
-        if any(p in words for p in _CONTEXT_PHRASES):
-            return RequestFault("context_overflow", message, **fields)
-        if any(w in words for w in _CONTENT_POLICY_WORDS):
-            return RequestFault("content_policy", message, **fields)
-        return RequestFault("invalid_request", message, **fields)
-    if status == 529 or "overloaded" in words:
-        return ProviderFault("overloaded", message, **fields)
-    if status == 504 or error_type == "timeout_error":
-        # The provider already made us wait; repeating the same long wait wastes the budget.
-        return ProviderFault("timeout", message, retry_same=False, **fields)
-    if status in (502, 503) or 520 <= status <= 524:
-        return ProviderFault("unavailable", message, **fields)
-    return ProviderFault("server_error", message, **fields)
+    rule = next(r for r in rules_for(status) if r.matches(words, error_type))
+    return rule.fault(
+        rule.error_class,
+        message,
+        status=status,
+        error_type=error_type,
+        error_code=error_code or details_code,
+        retry_after_s=parse_retry_after(headers, now),
+        provider_request_id=provider_request_id(headers),
+        retry_same=rule.retry_same,
+    )
 
 
 def _inferred_status(error: Mapping[str, Any]) -> int:
@@ -237,9 +249,14 @@ def _inferred_status(error: Mapping[str, Any]) -> int:
     if isinstance(code, str) and code.isdigit() and 400 <= int(code) <= 599:
         return int(code)
     for key in (_str(error.get("code")), _str(error.get("type"))):
-        if key in _STATUS_OF_TYPE:
-            return _STATUS_OF_TYPE[key]
+        if key is not None and key in STATUS_OF_ERROR_TYPE:
+            return STATUS_OF_ERROR_TYPE[key]
     return 500  # an unknown error inside an answer is the provider's problem
+
+
+def status_of_error_type(error_type: str) -> int:
+    """The status an error type or code stands for; 500 (the provider's problem) if unknown."""
+    return STATUS_OF_ERROR_TYPE.get(error_type, 500)
 
 
 # --- bodies ---------------------------------------------------------------------------------
@@ -256,7 +273,7 @@ def _error_of_body(body: bytes) -> Mapping[str, Any] | None:
     if error is not None:
         return error
     if isinstance(parsed, Mapping) and "detail" in parsed:  # FastAPI-style 422
-        return {"message": json.dumps(parsed["detail"])[:_MESSAGE_LIMIT]}
+        return {"message": json.dumps(parsed["detail"])[:MESSAGE_LIMIT]}
     if isinstance(parsed, Mapping) and isinstance(parsed.get("message"), str):
         return {"message": parsed["message"]}
     return None

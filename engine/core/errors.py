@@ -43,6 +43,12 @@
 
 A 200 whose body is an error object is classified by the error inside it
 (`engine.core.classify`). The table behind these decisions is `shared/reference/fault-catalogue.md`.
+
+The code reads this tree from the classes themselves: the chain's next step
+(`engine.fallback.steps`) matches on `decision`, the breaker (`engine.state.breaker.event_for`)
+reads `decision` and `counts_on_breaker`, and the chain raises a credential alert where
+`credential_alert` says so. What the chain then did is recorded on the attempt as a `Step`
+(`engine.core.attempt`).
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ if TYPE_CHECKING:
 
 
 class Decision(StrEnum):
+    """What an error class calls for, as drawn above (and named in the fault catalogue)."""
+
     FAIL_FAST = "fail_fast"
     RETRY_THEN_FALL_BACK = "retry_then_fall_back"
     FALL_BACK_NOW = "fall_back_now"
@@ -76,7 +84,8 @@ class AttemptError(SwitchoverError):
 
     decision: Decision
     fault_kind: str  # whose fault, recorded on the attempt: what telemetry groups failures by
-    counts_on_breaker: bool = True
+    counts_on_breaker: bool = True  # a failure the breaker counts towards opening
+    credential_alert: bool = False  # the operator hears of it at once (a broken key)
 
     def __init__(
         self,
@@ -124,13 +133,16 @@ class ProviderFault(AttemptError):
 class AccountFault(AttemptError):
     decision = Decision.FALL_BACK_NOW
     fault_kind = "account"
+    credential_alert = True
 
 
 class DrillFault(AccountFault):
-    """Raised by the chain itself for a target under a fault drill (`engine.state.switches`), before
-    any HTTP call: the request takes exactly the path an invalid key would send it down."""
+    """Made by the chain's admission (`engine.fallback.admission`) for a target under a fault
+    drill (`engine.state.switches`) and raised in place of the HTTP call: the request takes
+    exactly the path an invalid key would send it down."""
 
     fault_kind = "drill"
+    credential_alert = False  # a drill's key is broken on purpose
 
     def __init__(self, drill_until_s: float) -> None:
         super().__init__(

@@ -8,11 +8,17 @@ keep the same promises:
   and it is removed whatever goes wrong, so a failed write leaves nothing behind;
 - with `durable=True` the data is on disk before it takes the name, and the rename is on disk
   when the call returns: a crash leaves the old file or the whole new one. Files that can be
-  computed again (published snapshots) skip the two fsyncs; the caller says which it is.
+  computed again (published snapshots) skip the two fsyncs; the caller says which it is. A
+  writer of many files a cycle (the recorder's spool) may sync the folder once for them all
+  (`sync_folder=False`, then `fsync_path(folder)`).
+
+A writer killed mid-write leaves its temporary; whoever cleans up after such a crash finds it
+with `leftovers(path)`.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
 from collections.abc import Iterator
@@ -21,9 +27,10 @@ from pathlib import Path
 
 
 @contextmanager
-def written_aside(path: Path, *, durable: bool) -> Iterator[Path]:
+def written_aside(path: Path, *, durable: bool, sync_folder: bool = True) -> Iterator[Path]:
     """The temporary to write `path`'s content to (by any means: a DuckDB `COPY`, Parquet),
-    renamed over `path` when the block ends without an exception, removed when it raises."""
+    renamed over `path` when the block ends without an exception, removed when it raises.
+    `sync_folder=False` leaves the rename's fsync to the caller (a durable write only)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(3)}.tmp")
     try:
@@ -34,7 +41,7 @@ def written_aside(path: Path, *, durable: bool) -> Iterator[Path]:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    if durable:
+    if durable and sync_folder:
         fsync_path(path.parent)
 
 
@@ -42,6 +49,12 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool) -> None:
     """`data` at `path` (text as UTF-8), under `written_aside`'s promises."""
     with written_aside(path, durable=durable) as temp:
         temp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def leftovers(path: Path) -> list[Path]:
+    """The temporaries of `path` that writers killed mid-write left behind (`written_aside`'s
+    own failures remove theirs)."""
+    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
 
 
 def fsync_path(path: Path) -> None:

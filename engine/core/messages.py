@@ -257,7 +257,6 @@ class StreamError:
 StreamEvent = (
     StreamStart | TextDelta | ToolCallStart | ToolCallDelta | UsageUpdate | MessageEnd | StreamError
 )
-CONTENT_EVENTS = (TextDelta, ToolCallStart)
 
 
 def is_content(event: StreamEvent) -> bool:

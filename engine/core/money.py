@@ -3,21 +3,33 @@ before the symbol ("-$0.0021", not "$-0.0021"), and as many decimals as the amou
 needs ($1,234, $12.40, $0.47, $0.0021, $0.0000042).
 
 A whole shown beside its parts uses `format_parts`: one precision for the group, with the parts
-rounded so that, as shown, they add up to the whole as shown.
+rounded so that, as shown, they add up to the whole as shown. What fallbacks cost is such a
+whole: extra cost = price difference + cache loss + re-warm (+ wasted), the price difference
+being the fallback premium less the cache loss (`price_difference`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import TypeVar
 
 __all__ = [
     *("column_digits", "digits_for", "format_change", "format_parts", "format_usd"),
-    *("read_usd", "said_as_change", "to_decimal"),
+    *("price_difference", "read_usd", "said_as_change", "to_decimal"),
 ]
 
 Amount = Decimal | float | int | str | None
 MAX_DIGITS = 9  # the store's money columns are DECIMAL(18,9): nano-dollars
+Sum = TypeVar("Sum", Decimal, float)
+
+
+def price_difference(fallback_premium: Sum, cache_loss: Sum) -> Sum:
+    """What the backups' prices alone cost beyond the primaries': the fallback premium (cost on
+    the backup less the primary's estimated cost) is this plus the cache loss (the prompt-cache
+    discount the primary would have given). Negative when the backups are cheaper: a saving.
+    Exact on Decimals (the store's sums); the dashboard's float sums pass through the same."""
+    return fallback_premium - cache_loss
 
 
 def to_decimal(value: Amount) -> Decimal:

@@ -21,7 +21,6 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.config import Config
     from engine.core.attempt import Attempt
 
 __all__ = ["GENAI_PRICES_SOURCE", "PriceOverride", "Pricer", "UnitPrices", "known_price_provider"]
@@ -85,14 +84,6 @@ class Pricer:
             for key, o in (overrides or {}).items()
         }
         self._price_providers = dict(price_providers or {})
-
-    @classmethod
-    def from_config(cls, config: Config) -> Pricer:
-        providers = config.providers.values()
-        return cls(
-            config.prices,
-            price_providers={p.name: p.price_provider for p in providers if p.price_provider},
-        )
 
     def warm(self) -> None:
         """Load genai-prices' data now (~0.3 s, pydantic), at a process's start: else the

@@ -15,13 +15,11 @@ MESSAGE_LIMIT characters. Pure; no I/O.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.config import Config
     from engine.core.messages import Request
 
 __all__ = ["MESSAGE_LIMIT", "Scrubber", "request_texts"]
@@ -47,19 +45,6 @@ class Scrubber:
 
     def __init__(self, secrets: Collection[str] = ()) -> None:
         self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-
-    @classmethod
-    def for_config(cls, config: Config, environ: Mapping[str, str] | None = None) -> Scrubber:
-        """A scrubber that knows every provider key the configuration reads."""
-        from engine.core.errors import ConfigError
-
-        keys = []
-        for provider in config.providers.values():
-            with contextlib.suppress(ConfigError):
-                key = provider.api_key(environ)
-                if key:
-                    keys.append(key)
-        return cls(keys)
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.behaviours.contracts import OutputContract
-from engine.config.routes import contract_of, no_unknown, read_toml, table_of
+from engine.config.checks import no_unknown, read_toml, table_of
+from engine.config.routes import contract_of
 from engine.core.errors import ConfigError
 from engine.core.messages import Message, Request
 

@@ -15,8 +15,6 @@ the database.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,8 +34,8 @@ from engine.core.pricing import Pricer
 from engine.evals.cases import Case, CaseSet
 from engine.fallback.chain import Chain
 from engine.providers.base import Provider
-from engine.runtime.chains import ChainParts, build_chain
-from engine.runtime.switchover import build_provider
+from engine.runtime.build import ChainParts, build_chain, build_pricer, build_providers
+from engine.state import control
 from engine.state.breaker import MemoryBreakerStore
 
 __all__ = ["EvalResult", "EvalRun", "TargetSummary", "run_eval", "write_run"]
@@ -96,7 +94,7 @@ class EvalRun:
         return all(s.meets_minimum for s in self.summaries())
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON the scheduler takes in (the tables in engine/store/readiness_tables.py)."""
+        """The JSON the scheduler takes in (the tables in engine/store/eval_drill_tables.py)."""
         return {
             "run_id": self.run_id,
             "route": self.route,
@@ -142,17 +140,11 @@ async def run_eval(
         raise ValueError("concurrency must be at least 1")
     clock = clock or SystemClock()
     route_config = config.routes[route]
-    providers: dict[str, Provider] = {}
-    try:
-        for name in dict.fromkeys(t.provider for t in route_config.targets):
-            pc = config.providers[name]
-            providers[name] = build_provider(pc, clock=clock, transport=transport, environ=environ)
-    except ConfigError:
-        await _close(providers)
-        raise
+    names = dict.fromkeys(t.provider for t in route_config.targets)
+    providers = build_providers(config, names, clock=clock, transport=transport, environ=environ)
     pairs = [(target, case) for target in route_config.targets for case in cases.cases]
     evaluator = _Evaluator(
-        config, route_config, providers, clock, Pricer.from_config(config), len(pairs), progress
+        config, route_config, providers, clock, build_pricer(config), len(pairs), progress
     )
     started = clock.wall()
     gate = asyncio.Semaphore(concurrency)
@@ -180,14 +172,8 @@ async def run_eval(
 
 
 def write_run(paths: DataPaths, run: EvalRun) -> Path:
-    """Hand `run` to the scheduler: written aside, then renamed (never read half-written)."""
-    folder = paths.evals_inbox
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{run.run_id}.tmp"
-    tmp.write_text(json.dumps(run.to_dict(), ensure_ascii=False))
-    final = folder / f"{run.run_id}.json"
-    os.replace(tmp, final)
-    return final
+    """Hand `run` to the scheduler, as a control-plane request (engine.state.control)."""
+    return control.submit(paths.evals_inbox, run.run_id, run.to_dict())
 
 
 class _Evaluator:
@@ -256,9 +242,7 @@ class _Evaluator:
 
     def _cost(self, attempts: list[Attempt]) -> Decimal | None:
         costs = [self.pricer.price(a)[0] for a in attempts]
-        if any(c is None for c in costs):
-            return None
-        return sum(costs, Decimal(0))  # type: ignore[arg-type]
+        return _total(costs)
 
 
 async def _close(providers: Mapping[str, Provider]) -> None:
@@ -279,8 +263,7 @@ def _summary(target: str, results: list[EvalResult], min_pass_rate: float) -> Ta
     passed = sum(r.passed for r in results)
     rate = passed / len(results) if results else 0.0
     latencies = sorted(r.latency_ms for r in results if r.latency_ms is not None)
-    costs = [r.cost_usd for r in results]
-    total = None if any(c is None for c in costs) else sum(costs, Decimal(0))  # type: ignore[arg-type]
+    total = _total([r.cost_usd for r in results])
     return TargetSummary(
         target=target,
         cases=len(results),
@@ -291,6 +274,12 @@ def _summary(target: str, results: list[EvalResult], min_pass_rate: float) -> Ta
         cost_usd=total,
         meets_minimum=rate >= min_pass_rate,
     )
+
+
+def _total(costs: list[Decimal | None]) -> Decimal | None:
+    """The sum of `costs`; None when one is unknown (a model without a price)."""
+    known = [c for c in costs if c is not None]
+    return sum(known, Decimal(0)) if len(known) == len(costs) else None
 
 
 def _quantile(ordered: list[float], q: float) -> float | None:

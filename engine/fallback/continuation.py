@@ -38,44 +38,41 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.core.attempt import Attempt
-from engine.core.errors import AccountFault, AttemptError, DrillFault
+from engine.core.attempt import Attempt, Step
+from engine.core.errors import AttemptError
 from engine.core.messages import (
-    Message,
     MessageEnd,
     Request,
     StreamEvent,
     StreamStart,
-    Text,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
     Usage,
     UsageUpdate,
 )
+from engine.fallback.admission import Admitted
 from engine.fallback.policy import too_little
-from engine.state.breaker import Admission
+from engine.fallback.run import RequestRun
+from engine.fallback.run_stream import CommittedFailure, Resume, attempt_stream, stream_error
 
 if TYPE_CHECKING:
-    from engine.fallback.run import RequestRun
     from engine.fallback.target import Target
 
 __all__ = [
     "CONTINUE_ELSEWHERE",
-    "CommittedFailure",
-    "Resume",
     "continued_parts",
     "continued_stream",
     "supports_continuation",
 ]
 
 # The decision recorded on an attempt whose committed text another target went on with.
-CONTINUE_ELSEWHERE = "continue_elsewhere"
+CONTINUE_ELSEWHERE = Step.CONTINUE_ELSEWHERE
 # Characters a token, as the fakes and `Request.estimated_input_tokens` count: enough to price
 # the text of a part whose usage never came, flagged as an estimate.
 _CHARS_PER_TOKEN = 4
 
-Admit = Callable[["Target", "RequestRun"], Awaitable[tuple[Admission, str]]]
+Admit = Callable[["Target"], Awaitable[Admitted]]
 Alert = Callable[["Target", AttemptError], Awaitable[None]]
 
 
@@ -86,50 +83,6 @@ def supports_continuation(target: Target) -> bool:
     if target.prefill is not None:
         return target.prefill
     return target.provider.kind == "anthropic"
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    """What a continuation attempt is sent beyond the request: the answer so far as a final
-    assistant message, without its trailing whitespace (the Anthropic API refuses a prefill
-    that ends in it); the attempt it continues and the characters the caller holds (recorded);
-    the output tokens so far, taken off the request's `max_tokens`."""
-
-    text: str
-    attempt: int
-    chars: int
-    output_tokens: int = 0
-
-    def request(self, request: Request) -> Request:
-        messages = list(request.messages)
-        last = messages[-1]
-        # Text only whitespace is no prefill (the API refuses an empty one): a fresh answer
-        # then follows what the caller holds.
-        if self.text and last.role == "assistant":  # the caller prefilled: go on from theirs
-            content = last.content
-            if content and isinstance(content[-1], Text):
-                content = (*content[:-1], Text(content[-1].text + self.text))
-            else:
-                content = (*content, Text(self.text))
-            messages[-1] = Message("assistant", content)
-        elif self.text:
-            messages.append(Message.assistant(self.text))
-        limit = request.max_tokens
-        if limit is not None:  # the caller's limit is for the whole answer
-            limit = max(1, limit - self.output_tokens)
-        return request.replace(messages=tuple(messages), max_tokens=limit)
-
-
-class CommittedFailure(Exception):
-    """A continuable stream (`RequestRun.attempt_stream(continuable=True)`) failed after its
-    commit. The attempt is still under way, neither reported to its breaker nor recorded:
-    `continued_stream` decides what follows and records it with that decision."""
-
-    def __init__(self, error: AttemptError, ttft_ms: float, usage: Usage) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.ttft_ms = ttft_ms
-        self.usage = usage
 
 
 @dataclass
@@ -154,7 +107,7 @@ async def continued_stream(
     run: RequestRun,
     targets: Sequence[Target],
     depth: int,
-    breaker_state: str,
+    admitted: Admitted,
     *,
     backups_left: bool,
     admit: Admit,
@@ -162,11 +115,11 @@ async def continued_stream(
 ) -> AsyncIterator[StreamEvent]:
     """The stream of `targets[depth]`, finished by the later targets that can continue it
     when it fails after its first content. A failure before the commit is raised, as the plain
-    attempt raises it, for the chain to fall back. `admit` asks a target's breaker (the chain's
-    own admission); `alert` is the chain's credential alert, for a continuation's 401."""
+    attempt raises it, for the chain to fall back. `admit` is the chain's own admission
+    (`engine.fallback.admission`); `alert` its credential alert, for a continuation's 401."""
     held = _Held()
-    events = run.attempt_stream(
-        targets[depth], depth, breaker_state, backups_left=backups_left, continuable=True
+    events = attempt_stream(
+        run, targets[depth], depth, admitted, backups_left=backups_left, continuable=True
     )
     try:
         async with aclosing(events):
@@ -201,11 +154,11 @@ async def _go_on(
             found = None if held.tool_calls else await _next_admitted(run, later, admit)
             if found is None:
                 if pending is not None:
-                    _record_part(run, pending, held, "in_band_error", estimate=False)
+                    _record_part(run, pending, held, Step.IN_BAND_ERROR, estimate=False)
                     pending = None
-                yield run.stream_error(first.error)
+                yield stream_error(first.error, run.attempts)
                 return
-            index, target, state = found
+            index, target, admitted = found
             if pending is not None:
                 _record_part(run, pending, held, CONTINUE_ELSEWHERE, estimate=True)
                 pending = None
@@ -214,8 +167,14 @@ async def _go_on(
             resume = Resume(prefill, continues, len(held.text), held.usage.output_tokens)
             joint = _Joint(held.text[len(prefill) :], held.usage)
             held.part_chars = 0
-            events = run.attempt_stream(
-                target, index, state, backups_left=bool(later), continuable=True, resume=resume
+            events = attempt_stream(
+                run,
+                target,
+                index,
+                admitted,
+                backups_left=bool(later),
+                continuable=True,
+                resume=resume,
             )
             try:
                 async with aclosing(events):
@@ -230,31 +189,31 @@ async def _go_on(
                 pending = failure
             except AttemptError as error:  # refused before its first content: never shown
                 await run.report(error)
-                run.failed(error, "fall_back" if later else "give_up")
-                if isinstance(error, AccountFault) and not isinstance(error, DrillFault):
+                run.failed(error, Step.FALL_BACK if later else Step.GIVE_UP)
+                if error.credential_alert:
                     await alert(target, error)
     finally:
         if pending is not None:  # the caller went away while a continuation was sought
-            _record_part(run, pending, held, "cancelled", estimate=False)
+            _record_part(run, pending, held, Step.CANCELLED, estimate=False)
 
 
 async def _next_admitted(
     run: RequestRun, later: list[tuple[int, Target]], admit: Admit
-) -> tuple[int, Target, str] | None:
+) -> tuple[int, Target, Admitted] | None:
     """The next capable target with budget left whose breaker lets it through (taken off
     `later`, as the ones passed over are), or None."""
     while later:
         index, target = later.pop(0)
         if too_little(run.remaining(), run.policy):
             return None  # the budget only shrinks: no later target has more
-        admission, state = await admit(target, run)
-        if admission.allowed:
-            return index, target, state
+        admitted = await admit(target)
+        if admitted.skip is None:
+            return index, target, admitted
     return None
 
 
 def _record_part(
-    run: RequestRun, part: CommittedFailure, held: _Held, decision: str, *, estimate: bool
+    run: RequestRun, part: CommittedFailure, held: _Held, decision: Step, *, estimate: bool
 ) -> None:
     """Record the committed part under way as failed with `decision`. A part that is carried
     on (`estimate`) is priced for the work the provider did, when its usage never arrived."""

@@ -1,6 +1,7 @@
 """Which order a route tries its targets in: operator switches, health scores, own keys first.
 
-    TargetOrder.arrange(route, targets)      per request, for the chain
+    Arranger                                 what the chain calls, per request
+    TargetOrder.arrange(route, targets)      the route's arranger
       ├── switches.disabled(route)           targets an operator turned off (one stat, or a
       │                                      Redis read cached ~1 s)
       ├── scores.scores(names)               recent success rates (engine.state.health_scores);
@@ -20,7 +21,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from engine.state.health_scores import NO_DATA, HealthScores
 from engine.state.switches import Switches
@@ -32,6 +33,20 @@ log = logging.getLogger("switchover.ordering")
 
 T = TypeVar("T")
 _FORMAT = 1
+
+
+class Arranger(Protocol):
+    """The order a chain tries its targets in for one request; None on a chain keeps them as
+    configured."""
+
+    async def arrange(self, route: str, targets: Sequence[Target]) -> Sequence[Target]:
+        """The targets in the order this request should try them (a subset when the operator
+        disabled some, never empty)."""
+        ...
+
+    async def drills(self, route: str) -> Mapping[str, datetime]:
+        """Targets under a fault drill on `route`, with the drill's end (wall clock)."""
+        ...
 
 
 # --- the order (pure) --------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The chain's tunables and the small pure strategies built on them (backoff, waits).
+"""The chain's tunables and the small pure strategies built on them (backoff, waits, the end of
+each attempt within one request's budget).
 
 Defaults follow `shared/DESIGN.md` §3; every field can be set in `[policy]` of switchover.toml
 and overridden per route.
@@ -85,3 +86,51 @@ def backoff_s(policy: Policy, retry_number: int, rng: random.Random, *, overload
     base = policy.overload_backoff_s if overloaded else policy.backoff_base_s
     ceiling = min(policy.backoff_max_s, base * (2 ** max(0, retry_number - 1)))
     return ceiling * (0.5 + 0.5 * rng.random())
+
+
+@dataclass(slots=True)
+class Budget:
+    """One request's time: its deadline, and when each of its attempts must end. Instants are
+    the injected clock's (`Clock.now()`); nothing here reads it.
+
+    While backups remain, attempts end at the reserve line, `backup_reserve_share` of the
+    budget before the deadline, so that a provider that hangs leaves its backups that share.
+    The primary's retries must fit before the line too (`retry_fits`): a retry never gets the
+    backups' time. Every attempt's end is fixed by when it began, so the limit a stream re-arms
+    before each event never moves later."""
+
+    policy: Policy
+    deadline: float
+    # When the first attempt began: the origin of the primary's share (`reserve_line`).
+    first_call: float | None = None
+
+    def reserve_line(self) -> float:
+        """The instant attempts with backups left must end by. The primary's share is counted
+        from its first call, so that what the chain did before it (ordering the targets, asking
+        the breaker) is not taken from the primary's wait: with the defaults a first token
+        gets exactly 20 s. At most `min_attempt_budget_s` of that comes out of the reserve."""
+        arrived = self.deadline - self.policy.budget_s
+        first = arrived if self.first_call is None else self.first_call
+        setup = min(first - arrived, self.policy.min_attempt_budget_s)
+        return self.deadline - self.policy.backup_reserve_share * self.policy.budget_s + setup
+
+    def attempt_end(self, started: float, depth: int, backups_left: bool) -> float:
+        """When an attempt that began at `started` on the target at `depth` must end."""
+        policy = self.policy
+        reserve = policy.backup_reserve_share * policy.budget_s
+        if not backups_left or policy.budget_s - reserve < policy.min_attempt_budget_s:
+            return self.deadline  # the last target, or a budget too small to keep a reserve
+        line = self.reserve_line()
+        if depth == 0 or line - started >= policy.min_attempt_budget_s:
+            return line
+        # A backup past the line with backups after it (the primary and this one's
+        # predecessors used their shares): it leaves the same share of what remains to them.
+        share_end = started + (1 - policy.backup_reserve_share) * (self.deadline - started)
+        return share_end if share_end - started >= policy.min_attempt_budget_s else self.deadline
+
+    def retry_fits(self, at: float, *, backups_left: bool) -> bool:
+        """Whether a retry of the primary beginning at `at` would have at least
+        `min_attempt_budget_s` before its end: before the reserve line while backups remain,
+        before the deadline on the last target. The chain asks when it decides, and again when
+        the retry is due to begin, so that the decision it records is the one taken."""
+        return not too_little(self.attempt_end(at, 0, backups_left) - at, self.policy)

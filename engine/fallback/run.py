@@ -1,11 +1,12 @@
 """One request's pass through the chain, attempt by attempt.
 
 `RequestRun` holds the request's deadline and runs each HTTP attempt: timing, the per-attempt
-time limit, the breaker bookkeeping, a drilled target's made-up invalid key, the answer judged
-against the route's contract, and one frozen `Attempt` per call handed to the hooks (a streamed
-attempt, with its commit on the first content event, is in `engine.fallback.run_stream`). Which
-target to try next, and whether to wait, is the chain's business (`engine.fallback.chain`), not
-this module's.
+time limit, the breaker bookkeeping, a drilled target's made-up invalid key (`Admitted.drill`,
+raised in place of the call), the answer judged against the route's contract, and one frozen
+`Attempt` per call handed to the hooks. A streamed attempt, with its commit on the first content
+event, is `engine.fallback.run_stream`'s, built on this module's public methods (`begin`,
+`succeeded`, `report`, `failed`, `cancelled`). Which target to try next, and whether to wait, is
+the chain's business (`engine.fallback.chain`), not this module's.
 """
 
 from __future__ import annotations
@@ -17,18 +18,18 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any
 
 from engine.behaviours.contracts import OutputContract
 from engine.behaviours.quality import judge
-from engine.core import classify
-from engine.core.attempt import Attempt
+from engine.core.attempt import Attempt, Outcome, Step
 from engine.core.clock import Clock
-from engine.core.errors import AmbiguousFault, AttemptError, DrillFault, LocalFault, QualityFault
+from engine.core.errors import AmbiguousFault, AttemptError, LocalFault, QualityFault
 from engine.core.messages import Request, Response, Usage
 from engine.core.scrub import Scrubber
-from engine.fallback.policy import Policy, too_little
-from engine.fallback.run_stream import StreamingAttempts, internal_error
+from engine.fallback.admission import Admitted
+from engine.fallback.policy import Budget, Policy
+from engine.providers.transport_faults import classify_exception
 from engine.state.breaker import BreakerStore, Released, Success, event_for
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class _InFlight:
 
 
 @dataclass
-class RequestRun(StreamingAttempts):
+class RequestRun:
     """One request's pass through the chain: its deadline and everything it attempted."""
 
     route: str
@@ -68,107 +69,72 @@ class RequestRun(StreamingAttempts):
     skipped: list[tuple[str, str]] = field(default_factory=list)
     deadline_hit: bool = False
     current: _InFlight | None = None  # the attempt under way, until it is recorded
-    _backups_left: bool = False  # the stream under way has later targets to fall back to
     pii_masked: int = 0  # personal data masked in the request, recorded on every attempt
     contract: OutputContract | None = None  # what answers must meet (engine.behaviours.quality)
     fall_back_on_quality: bool = False
-    drills: dict[str, datetime] = field(default_factory=dict)  # target → drill end (wall)
     # Error texts are scrubbed of keys and quoted request text before anything keeps them.
     scrub: Scrubber = field(default_factory=Scrubber)
-    # When the first attempt began: the origin of the primary's share (`reserve_line`).
-    first_call: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.deadline = self.clock.now() + self.policy.budget_s
+        self.budget = Budget(self.policy, self.clock.now() + self.policy.budget_s)
 
     def now(self) -> float:
         return self.clock.now()
 
     def remaining(self) -> float:
-        return self.deadline - self.clock.now()
+        return self.budget.deadline - self.clock.now()
 
-    def _begin(
+    def begin(
         self,
         target: Target,
         depth: int,
-        breaker_state: str,
+        admitted: Admitted,
         continues: tuple[int, int] | None = None,
     ) -> _InFlight:
+        """Start the attempt on `target` that `admitted` let in. A target under a fault drill
+        fails here, before any call, as an invalid key would."""
         self.current = _InFlight(
-            target, depth, breaker_state, self.now(), self.clock.wall(), continues=continues
+            target,
+            depth,
+            admitted.breaker_state,
+            self.now(),
+            self.clock.wall(),
+            continues=continues,
         )
-        if self.first_call is None:
-            self.first_call = self.current.started
+        if self.budget.first_call is None:
+            self.budget.first_call = self.current.started
+        if admitted.drill is not None:
+            raise admitted.drill
         return self.current
 
-    # --- the budget: how long each attempt may take -----------------------------------------
-    #
-    # While backups remain, attempts end at the reserve line, `backup_reserve_share` of the
-    # budget before the deadline, so that a provider that hangs leaves its backups that share.
-    # The primary's retries must fit before the line too (`retry_fits`): a retry never gets
-    # the backups' time. Every attempt's end is fixed by when it began, so the limit a stream
-    # re-arms before each event never moves later.
-
-    def reserve_line(self) -> float:
-        """The instant attempts with backups left must end by. The primary's share is counted
-        from its first call, so that what the chain did before it (ordering the targets, asking
-        the breaker) is not taken from the primary's wait: with the defaults a first token
-        gets exactly 20 s. At most `min_attempt_budget_s` of that comes out of the reserve."""
-        arrived = self.deadline - self.policy.budget_s
-        first = arrived if self.first_call is None else self.first_call
-        setup = min(first - arrived, self.policy.min_attempt_budget_s)
-        return self.deadline - self.policy.backup_reserve_share * self.policy.budget_s + setup
-
-    def attempt_end(self, started: float, depth: int, backups_left: bool) -> float:
-        """When an attempt that began at `started` on the target at `depth` must end."""
-        policy = self.policy
-        reserve = policy.backup_reserve_share * policy.budget_s
-        if not backups_left or policy.budget_s - reserve < policy.min_attempt_budget_s:
-            return self.deadline  # the last target, or a budget too small to keep a reserve
-        line = self.reserve_line()
-        if depth == 0 or line - started >= policy.min_attempt_budget_s:
-            return line
-        # A backup past the line with backups after it (the primary and this one's
-        # predecessors used their shares): it leaves the same share of what remains to them.
-        share_end = started + (1 - policy.backup_reserve_share) * (self.deadline - started)
-        return share_end if share_end - started >= policy.min_attempt_budget_s else self.deadline
-
     def usable(self, backups_left: bool) -> float:
-        """What the attempt under way may still spend: until its end (`attempt_end`)."""
+        """What the attempt under way may still spend: until its end (`Budget.attempt_end`)."""
         flight = self.current
         started, depth = (flight.started, flight.depth) if flight else (self.now(), 0)
-        return self.attempt_end(started, depth, backups_left) - self.now()
-
-    def retry_fits(self, at: float, *, backups_left: bool) -> bool:
-        """Whether a retry of the primary beginning at `at` would have at least
-        `min_attempt_budget_s` before its end: before the reserve line while backups remain,
-        before the deadline on the last target. The chain asks when it decides, and again when
-        the retry is due to begin, so that the decision it records is the one taken."""
-        return not too_little(self.attempt_end(at, 0, backups_left) - at, self.policy)
+        return self.budget.attempt_end(started, depth, backups_left) - self.now()
 
     # --- attempts ------------------------------------------------------------------------
 
     async def attempt_complete(
-        self, target: Target, depth: int, breaker_state: str, *, backups_left: bool = False
+        self, target: Target, depth: int, admitted: Admitted, *, backups_left: bool = False
     ) -> Response:
-        self._begin(target, depth, breaker_state)
-        self._drill_check(target)
+        self.begin(target, depth, admitted)
         limit = min(self.usable(backups_left), self.policy.attempt_timeout_s)
-        request = self._request_for(target)
+        request = self.request_for(target)
         try:
             async with self.clock.timeout(limit):
                 response = await target.provider.complete(request, target.model, timeout_s=limit)
         except TimeoutError as exc:
-            raise self._out_of_time(limit) from exc
+            raise self.out_of_time(limit) from exc
         except asyncio.CancelledError:
-            await self._cancelled(served=False)
+            await self.cancelled(served=False)
             raise
         except AttemptError:
             raise
         except Exception as exc:
             raise internal_error(target, exc) from exc
         quality = judge(response, request, self.contract, fall_back=self.fall_back_on_quality)
-        await self._succeeded(
+        await self.succeeded(
             response.usage,
             ttft_ms=None,
             provider_request_id=response.provider_request_id,
@@ -182,23 +148,16 @@ class RequestRun(StreamingAttempts):
             quality_error=quality,
         )
 
-    def _out_of_time(self, limit: float) -> AttemptError:
-        error = classify.classify_exception(TimeoutError(), sent=True)
+    def out_of_time(self, limit: float) -> AttemptError:
+        """The attempt's time limit passed: the budget's end, or the attempt's own share."""
+        error = classify_exception(TimeoutError(), sent=True)
         if self.remaining() <= 0:
             error.message = f"the time budget of {self.policy.budget_s:g} s ran out"
         else:
             error.message = f"no answer within the attempt's {limit:.3g} s"
         return error
 
-    # --- recording -----------------------------------------------------------------------
-
-    def _drill_check(self, target: Target) -> None:
-        """A target under a fault drill fails here, before any call, as an invalid key would."""
-        until = self.drills.get(target.name)
-        if until is not None:
-            raise DrillFault((until - self.clock.wall()).total_seconds())
-
-    def _request_for(self, target: Target) -> Request:
+    def request_for(self, target: Target) -> Request:
         """What this target is sent: the (masked) request, in the target's own prompt. Nothing
         has been sent if this fails: our fault (a LocalFault), never the provider's."""
         if target.prompt is None:
@@ -209,7 +168,9 @@ class RequestRun(StreamingAttempts):
             log.exception("applying prompt %s for %s failed", target.prompt.label, target.name)
             raise LocalFault.internal(f"prompt {target.prompt.label}: {exc!r}") from exc
 
-    async def _succeeded(
+    # --- recording -----------------------------------------------------------------------
+
+    async def succeeded(
         self,
         usage: Usage,
         *,
@@ -223,7 +184,7 @@ class RequestRun(StreamingAttempts):
         self._record(
             flight,
             outcome="success",
-            decision="served",
+            decision=Step.SERVED,
             served=True,
             usage=usage,
             ttft_ms=ttft_ms,
@@ -243,7 +204,7 @@ class RequestRun(StreamingAttempts):
     def failed(
         self,
         error: AttemptError,
-        decision: str,
+        decision: Step,
         *,
         ttft_ms: float | None = None,
         usage: Usage | None = None,
@@ -275,7 +236,7 @@ class RequestRun(StreamingAttempts):
             quality_error=error.message if quality else None,
         )
 
-    async def _cancelled(
+    async def cancelled(
         self, *, served: bool, usage: Usage | None = None, ttft_ms: float | None = None
     ) -> None:
         """The caller went away. A stream abandoned midway keeps the usage seen so far: the
@@ -285,7 +246,7 @@ class RequestRun(StreamingAttempts):
         self._record(
             flight,
             outcome="cancelled",
-            decision="cancelled",
+            decision=Step.CANCELLED,
             served=served,
             usage=usage or Usage(),
             ttft_ms=ttft_ms,
@@ -302,8 +263,15 @@ class RequestRun(StreamingAttempts):
         reasons = "; ".join(f"{name}: {why}" for name, why in self.skipped)
         kind = "no_budget" if self.deadline_hit else "all_skipped"
         why = (kind, reasons or "every target was skipped")
-        self._record(flight, outcome="skipped", decision="give_up", served=False,
-                     usage=Usage(), ttft_ms=None, skipped=why)  # fmt: skip
+        self._record(
+            flight,
+            outcome="skipped",
+            decision=Step.GIVE_UP,
+            served=False,
+            usage=Usage(),
+            ttft_ms=None,
+            skipped=why,
+        )
 
     def _take(self) -> _InFlight:
         flight, self.current = self.current, None
@@ -314,8 +282,8 @@ class RequestRun(StreamingAttempts):
         self,
         flight: _InFlight,
         *,
-        outcome: Literal["success", "error", "cancelled", "skipped"],
-        decision: str,
+        outcome: Outcome,
+        decision: Step,
         served: bool,
         usage: Usage,
         ttft_ms: float | None,
@@ -343,15 +311,7 @@ class RequestRun(StreamingAttempts):
             streamed=self.request.stream,
             outcome=outcome,
             decision=decision,
-            error_class=error.error_class if error else (skipped[0] if skipped else None),
-            fault_kind=error.fault_kind if error else None,
-            # Every answer the providers give arrives as a 200; a failure carries the status
-            # it came with, or none when no status line arrived (a reset, a timeout).
-            http_status=error.status if error else (200 if outcome == "success" else None),
-            error_type=error.error_type if error else None,
-            error_code=error.error_code if error else None,
-            error_message=error.message if error else (skipped[1] if skipped else None),
-            retry_after_s=error.retry_after_s if error else None,
+            **_failure_fields(error, skipped, outcome),
             breaker_state=flight.breaker_state,
             served=served,
             fallback_depth=flight.depth,
@@ -369,10 +329,49 @@ class RequestRun(StreamingAttempts):
             continues_attempt=flight.continues[0] if flight.continues else None,
             continued_chars=flight.continues[1] if flight.continues else None,
         )
-        if outcome != "skipped":  # the caller's list holds the calls made, the record all
+        self._hand_over(attempt)
+
+    def _hand_over(self, attempt: Attempt) -> None:
+        if attempt.outcome != "skipped":  # the caller's list holds the calls made, the record all
             self.attempts.append(attempt)
         for hook in self.hooks:
             try:
                 hook(attempt)
             except Exception:  # telemetry must never fail a user's request
                 log.exception("attempt hook %r failed; the request goes on", hook)
+
+
+def _failure_fields(
+    error: AttemptError | None, skipped: tuple[str, str] | None, outcome: Outcome
+) -> dict[str, Any]:
+    """The attempt's fields that say how it failed: from its error, or the (class, message) of
+    a request that made no call."""
+    if error is None:
+        return {
+            "error_class": skipped[0] if skipped else None,
+            "fault_kind": None,
+            # Every answer the providers give arrives as a 200.
+            "http_status": 200 if outcome == "success" else None,
+            "error_type": None,
+            "error_code": None,
+            "error_message": skipped[1] if skipped else None,
+            "retry_after_s": None,
+        }
+    return {
+        "error_class": error.error_class,
+        "fault_kind": error.fault_kind,
+        # A failure carries the status it came with, or none when no status line arrived (a
+        # reset, a timeout).
+        "http_status": error.status,
+        "error_type": error.error_type,
+        "error_code": error.error_code,
+        "error_message": error.message,
+        "retry_after_s": error.retry_after_s,
+    }
+
+
+def internal_error(target: Target | None, exc: Exception) -> AttemptError:
+    """A bug on our side of one provider (say, an answer shape the codec did not expect) must
+    not fail a request that a backup can serve: log it loudly, treat it as a provider fault."""
+    log.exception("unexpected error talking to %s", target.name if target else "a provider")
+    return classify_exception(exc, sent=True)

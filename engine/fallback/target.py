@@ -16,10 +16,12 @@ class Target:
     key_kind: KeyKind = "managed"
     prompt: TargetPrompt | None = None  # this target's own system prompt, recorded by version
     # Tokens the model takes in, from the configuration; None: genai-prices' figure, if any
-    # (engine.context_windows), looked up under `price_provider` (None: the provider's kind).
+    # (engine.fallback.context_windows), looked up under `price_provider` (None: the
+    # provider's kind).
     context_window: int | None = None
     price_provider: str | None = None
-    # Continues a final assistant message (engine.continuation); None: by the provider's kind.
+    # Continues a final assistant message (engine.fallback.continuation); None: by the
+    # provider's kind.
     prefill: bool | None = None
 
     @property

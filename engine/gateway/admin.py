@@ -32,8 +32,8 @@ from starlette.routing import Route
 from engine.core import bounded_json
 from engine.gateway.dialects.base import dumps
 from engine.gateway.httputil import key_accepted
+from engine.runtime.drills import DrillError, DrillRefused, active_drills, end_drill, start_drill
 from engine.runtime.switchover import Switchover
-from engine.state.drills import DrillError, DrillRefused, active_drills, end_drill, start_drill
 
 log = logging.getLogger("switchover.gateway")
 

@@ -8,13 +8,14 @@
 
 One request, one concern per step: the face (by path) → method → gateway key → content type
 → body size → `dialect.parse` → `Switchover.chain(model)` → the chain → `dialect.encode`.
-Every error goes out in the caller's dialect, as JSON, with the request id header; bad input
-is always a 4xx. Statuses for failed chains come from `engine.gateway.errors.failure_for`.
+Every error goes out in the caller's dialect, as JSON, with the request id header
+(`engine.gateway.replies`); bad input is always a 4xx. Statuses for failed chains come from
+`engine.gateway.errors.failure_for`.
 
 A stream's head is held until the chain yields `StreamStart` (the first content): until then
 a failure is still a typed HTTP error and fallback stays invisible. After it, a failure is
-the dialect's in-band error event and the stream ends cleanly. A caller who hangs up stops
-the chain (the attempt is recorded as cancelled).
+the dialect's in-band error event and the stream ends cleanly (`engine.gateway.streaming`). A
+caller who hangs up stops the chain (the attempt is recorded as cancelled).
 
 Never here: provider JSON (the dialects' job), provider keys in any answer or log line.
 """
@@ -25,8 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,22 +37,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from engine.core.attempt import Attempt
 from engine.core.errors import ChainError, ConfigError
-from engine.core.messages import MessageEnd, StreamError, StreamStart
 from engine.core.messages import Response as Answer
+from engine.core.messages import StreamStart
 from engine.core.pricing import Pricer
 from engine.fallback.chain import Chain
-from engine.fallback.continuation import continued_parts
-from engine.gateway import stream_log
 from engine.gateway.admin import admin_routes
 from engine.gateway.dialects.anthropic import ANTHROPIC
 from engine.gateway.dialects.base import BadRequest, Dialect, Parsed, dumps
 from engine.gateway.dialects.openai import OPENAI
-from engine.gateway.errors import Failure, failure_for, local
+from engine.gateway.errors import local
 from engine.gateway.httputil import (
     GONE,
-    ClosingStream,
     caller_budget_s,
     header_safe,
     key_accepted,
@@ -67,6 +63,8 @@ from engine.gateway.observability import (
     status_document,
 )
 from engine.gateway.protocol import OriginForm
+from engine.gateway.replies import Call, Replies, unauthorized
+from engine.gateway.streaming import CommittedStream
 from engine.runtime.switchover import Switchover
 
 log = logging.getLogger("switchover.gateway")
@@ -80,21 +78,6 @@ class GatewaySettings:
     keys: frozenset[str] = frozenset()  # empty: no auth (loopback development only)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     admin_keys: frozenset[str] = frozenset()  # for /admin/* (engine.gateway.admin)
-
-
-@dataclass
-class _Call:
-    """One request's labels, filled in as it goes."""
-
-    dialect: Dialect
-    request_id: str
-    started: float
-    route: str = "-"
-    stream: bool = False
-
-    @property
-    def id_header(self) -> str:
-        return "request-id" if self.dialect.name == "anthropic" else "x-request-id"
 
 
 def create_app(
@@ -143,9 +126,9 @@ class Gateway:
         self.sw = sw
         self.settings = settings
         self.metrics = Metrics(recorder=sw.recorder)
+        self.replies = Replies(sw, self.metrics)
         self.started = int(time.time())
         sw.add_hook(self.metrics.on_attempt)
-        self._scrub = sw.scrub
 
     # --- the two faces -----------------------------------------------------------------
 
@@ -156,58 +139,60 @@ class Gateway:
         return await self._serve(request, ANTHROPIC)
 
     async def _serve(self, request: Request, dialect: Dialect) -> Response:
-        call = _Call(dialect, "req_" + uuid.uuid4().hex[:24], time.perf_counter())
+        call = Call.begin(dialect)
         try:
             return await self._answer(request, call)
         except ClientDisconnect:  # gone mid-upload: nobody to answer
-            self._done(call, "cancelled")
+            self.replies.done(call, "cancelled")
             return Response(status_code=499)
         except Exception:
             log.exception("gateway error on %s (request %s)", request.url.path, call.request_id)
             failure = local(dialect.name, 500, "internal error in the gateway", cause="error")
-            return self._fail(call, failure)
+            return self.replies.fail(call, failure)
 
-    async def _answer(self, request: Request, call: _Call) -> Response:
+    async def _answer(self, request: Request, call: Call) -> Response:
         face = call.dialect.name
         if not key_accepted(request.headers, self.settings.keys):
-            return self._fail(call, _unauthorized(face))
+            return self.replies.fail(call, unauthorized(face))
         media = request.headers.get("content-type", "application/json").split(";")[0].strip()
         if media.lower() not in _JSON_TYPES:
             message = f"unsupported content-type {media!r}: send application/json"
-            return self._fail(call, local(face, 415, message))
+            return self.replies.fail(call, local(face, 415, message))
         timeout_s = self.sw.config.gateway.body_timeout_s
         try:
             body = await read_body(request, self.settings.max_body_bytes, timeout_s)
         except TimeoutError:  # the rest of the body is never read: the connection must close
             message = f"the request body did not arrive within {timeout_s:g} s"
-            return self._fail(call, local(face, 408, message), headers={"connection": "close"})
+            return self.replies.fail(
+                call, local(face, 408, message), headers={"connection": "close"}
+            )
         if body is None:
             limit_mb = self.settings.max_body_bytes / 1024 / 1024
             message = f"request body too large: the limit is {limit_mb:g} MB"
-            return self._fail(call, local(face, 413, message))
+            return self.replies.fail(call, local(face, 413, message))
         try:
             parsed = call.dialect.parse(body, request.headers)
         except BadRequest as exc:
             status = exc.status if 400 <= exc.status < 500 else 400
-            return self._fail(
+            return self.replies.fail(
                 call, local(face, status, exc.message, code=exc.code, param=exc.param)
             )
         except ValueError as exc:  # a neutral type refusing a value the dialect let through
-            return self._fail(call, local(face, 400, str(exc)))
+            return self.replies.fail(call, local(face, 400, str(exc)))
         try:
             chain = self.sw.chain(parsed.model)
         except ConfigError as exc:
             failure = local(
                 face, 404, str(exc), code="model_not_found", param="model", cause="not_found"
             )
-            return self._fail(call, failure)
+            return self.replies.fail(call, failure)
         call.route, call.stream = chain.route, parsed.request.stream
         if call.stream:
             return await self._stream(request, call, chain, parsed)
         return await self._complete(request, call, chain, parsed)
 
     async def _complete(
-        self, request: Request, call: _Call, chain: Chain, parsed: Parsed
+        self, request: Request, call: Call, chain: Chain, parsed: Parsed
     ) -> Response:
         try:
             answer = await unless_disconnected(
@@ -219,9 +204,9 @@ class Gateway:
                 ),
             )
         except ChainError as exc:
-            return await self._chain_failed(call, exc)
+            return await self.replies.chain_failed(call, exc)
         if answer is GONE:
-            self._done(call, "cancelled")
+            self.replies.done(call, "cancelled")
             return Response(status_code=499)
         assert isinstance(answer, Answer)
         body = call.dialect.encode(answer, model=answer.model, request_id=call.request_id)
@@ -235,12 +220,12 @@ class Gateway:
         )
         if answer.quality_error is not None:  # returned as the route asks, flagged for the caller
             headers["x-switchover-quality-error"] = header_safe(answer.quality_error[:200])
-        await self._after(call, "ok", fallback=answer.fallback_depth > 0, attempts=answer.attempts)
-        return self._json(call, 200, body, headers)
+        await self.replies.after(
+            call, "ok", fallback=answer.fallback_depth > 0, attempts=answer.attempts
+        )
+        return self.replies.json(call, 200, body, headers)
 
-    async def _stream(
-        self, request: Request, call: _Call, chain: Chain, parsed: Parsed
-    ) -> Response:
+    async def _stream(self, request: Request, call: Call, chain: Chain, parsed: Parsed) -> Response:
         """Hold the head until the chain commits (StreamStart, just before the first content),
         then stream; the body closes the chain's stream however the response ends."""
         events = chain.stream(
@@ -250,10 +235,10 @@ class Gateway:
             first = await unless_disconnected(request, anext(events))
         except ChainError as exc:
             await events.aclose()
-            return await self._chain_failed(call, exc)
+            return await self.replies.chain_failed(call, exc)
         if first is GONE:
             await events.aclose()
-            self._done(call, "cancelled")
+            self.replies.done(call, "cancelled")
             return Response(status_code=499)
         assert isinstance(first, StreamStart), first
         ttft = time.perf_counter() - call.started
@@ -261,138 +246,18 @@ class Gateway:
         encoder = call.dialect.stream_encoder(
             model=first.model, request_id=call.request_id, include_usage=parsed.include_usage
         )
-
-        outcome = "cancelled"
-        attempts: tuple[Attempt, ...] = ()
-
-        async def body() -> AsyncIterator[bytes]:
-            nonlocal outcome, attempts
-            try:
-                yield encoder.start(first)
-                async for event in events:
-                    if isinstance(event, MessageEnd):
-                        outcome, attempts = "ok", event.attempts
-                        stream_log.stream_continued(call.route, call.request_id, event.attempts)
-                        yield encoder.end(event)
-                    elif isinstance(event, StreamError):
-                        outcome, attempts = "stream_error", event.attempts
-                        failed = self._scrubbed(event)
-                        stream_log.stream_failed(call.route, call.request_id, failed, first)
-                        yield encoder.error(failed)
-                    else:
-                        yield encoder.event(event)
-            except Exception:
-                log.exception(
-                    "stream failed after its start: route %s, target %s, gateway error "
-                    "(request %s)",
-                    call.route,
-                    f"{first.provider}/{first.model}",
-                    call.request_id,
-                )
-                outcome = "error"
-                yield encoder.error(
-                    StreamError("internal", "internal error in the gateway", "api_error")
-                )
-
-        async def close() -> None:
-            """However the response ended (even before the body began): stop the chain."""
-            await events.aclose()
-            # A backup that finished the answer (a continuation) served it too.
-            fallback = first.fallback_depth > 0 or continued_parts(attempts) is not None
-            await self._after(call, outcome, fallback=fallback, attempts=attempts)
-
-        headers = {
-            "cache-control": "no-cache",
-            "x-accel-buffering": "no",
-            call.id_header: call.request_id,
-            **route_headers(
-                first.route,
-                first.provider,
-                first.model,
-                first.attempts_so_far,
-                first.fallback_depth > 0,
-            ),
-        }
-        return ClosingStream(body(), close, media_type="text/event-stream", headers=headers)
-
-    # --- failures ----------------------------------------------------------------------
-
-    async def _chain_failed(self, call: _Call, exc: ChainError) -> Response:
-        breakers = await self.sw.breakers.snapshot_all()
-        failure = failure_for(exc, call.dialect.name, breakers=breakers, now=self.sw.clock.now())
-        log.info(
-            "request %s on route %s not answered: %s %s",
-            call.request_id,
-            call.route,
-            failure.status,
-            self._scrub(failure.message),
-        )
-        await self.metrics.refresh_breakers(self.sw.breakers, {a.target for a in exc.attempts})
-        headers = route_headers(call.route, None, None, len(exc.attempts), None)
-        return self._fail(call, failure, headers=headers)
-
-    def _fail(
-        self,
-        call: _Call,
-        failure: Failure,
-        *,
-        headers: Mapping[str, str] | None = None,
-    ) -> Response:
-        body = call.dialect.error_body(
-            status=failure.status,
-            error_type=failure.error_type,
-            message=self._scrub(failure.message),
-            code=failure.code,
-            param=failure.param,
-            request_id=call.request_id,
-        )
-        self._done(call, failure.cause)
-        return self._json(call, failure.status, body, {**failure.headers(), **(headers or {})})
-
-    def _json(
-        self, call: _Call, status: int, body: Any, headers: Mapping[str, str] | None = None
-    ) -> Response:
-        headers = {call.id_header: call.request_id, **(headers or {})}
-        return Response(
-            dumps(body), status_code=status, headers=headers, media_type="application/json"
-        )
-
-    async def _after(
-        self, call: _Call, outcome: str, *, fallback: bool, attempts: tuple[Attempt, ...]
-    ) -> None:
-        self._done(call, outcome, fallback=fallback)
-        touched = {
-            a.target for a in attempts if a.outcome != "success" or a.breaker_state != "closed"
-        }
-        if touched:
-            await self.metrics.refresh_breakers(self.sw.breakers, touched)
-
-    def _done(self, call: _Call, outcome: str, *, fallback: bool = False) -> None:
-        self.metrics.request_done(
-            route=call.route,
-            dialect=call.dialect.name,
-            outcome=outcome,
-            seconds=time.perf_counter() - call.started,
-            stream=call.stream,
-            fallback=fallback,
-        )
-
-    def _scrubbed(self, event: StreamError) -> StreamError:
-        """The in-band error, without any provider key its message may quote."""
-        return StreamError(
-            event.error_class, self._scrub(event.message), event.error_type, event.attempts
-        )
+        return CommittedStream(call, events, first, encoder, self.replies).response()
 
     # --- the other endpoints -----------------------------------------------------------
 
     async def models(self, request: Request) -> Response:
         if not key_accepted(request.headers, self.settings.keys):
-            return self._other_fail(request, 401)
+            return self.replies.other_fail(request, 401)
         return self._plain(models_document(self.sw, self.started))
 
     async def status(self, request: Request) -> Response:
         if not key_accepted(request.headers, self.settings.keys):
-            return self._other_fail(request, 401)
+            return self.replies.other_fail(request, 401)
         return self._plain(await status_document(self.sw))
 
     async def healthz(self, request: Request) -> Response:
@@ -410,7 +275,7 @@ class Gateway:
         an admin key."""
         keys = self.settings.keys | self.settings.admin_keys
         if self.settings.keys and not key_accepted(request.headers, keys):
-            return self._other_fail(request, 401)
+            return self.replies.other_fail(request, 401)
         await self.metrics.refresh_breakers(self.sw.breakers)
         self.metrics.refresh_recorder(self.sw.recorder)
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
@@ -422,44 +287,8 @@ class Gateway:
     async def http_error(self, request: Request, exc: Exception) -> Response:
         """Starlette's own 404 (unknown path) and 405 (wrong method), in the caller's dialect."""
         assert isinstance(exc, HTTPException)
-        return self._other_fail(request, exc.status_code, dict(exc.headers or {}))
+        return self.replies.other_fail(request, exc.status_code, dict(exc.headers or {}))
 
     async def crashed(self, request: Request, exc: Exception) -> Response:
         log.error("unhandled gateway error on %s", request.url.path, exc_info=exc)
-        return self._other_fail(request, 500)
-
-    def _other_fail(
-        self, request: Request, status: int, headers: dict[str, str] | None = None
-    ) -> Response:
-        dialect = _face_of(request)
-        call = _Call(dialect, "req_" + uuid.uuid4().hex[:24], time.perf_counter())
-        method, path = request.method, request.url.path
-        if status == 401:
-            failure = _unauthorized(dialect.name)
-        elif status == 404:
-            failure = local(
-                dialect.name, 404, f"unknown endpoint {method} {path}", cause="not_found"
-            )
-        elif status == 405:
-            failure = local(dialect.name, 405, f"method {method} not allowed on {path}")
-        else:
-            failure = local(dialect.name, status, "internal error in the gateway", cause="error")
-        return self._fail(call, failure, headers=headers)
-
-
-def _unauthorized(face: str) -> Failure:
-    message = "missing or invalid gateway key: send it as x-api-key or Authorization: Bearer"
-    code = "invalid_api_key" if face == "openai" else None
-    return local(face, 401, message, code=code, cause="unauthorized")
-
-
-def _face_of(request: Request) -> Dialect:
-    """The dialect of a request to a path of neither face: Anthropic's SDK sends
-    anthropic-version and x-api-key, OpenAI's neither."""
-    path = request.url.path.rstrip("/")
-    if path == ANTHROPIC.path:
-        return ANTHROPIC
-    if path == OPENAI.path:
-        return OPENAI
-    headers = request.headers
-    return ANTHROPIC if "anthropic-version" in headers or "x-api-key" in headers else OPENAI
+        return self.replies.other_fail(request, 500)

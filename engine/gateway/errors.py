@@ -166,7 +166,7 @@ def cause_of(error: AttemptError) -> Cause:
 
 
 def cause_of_skip(reason: str, breaker: BreakerState | None) -> Cause:
-    """Why a target was passed over: see `engine.fallback.chain._SKIP_REASONS`."""
+    """Why a target was passed over: see `engine.fallback.admission.SKIP_REASONS`."""
     if "budget" in reason:
         return "timeout"
     if "cooling" in reason:

@@ -87,7 +87,18 @@ class Metrics:
         # A registry per instance, so that tests can build many apps in one process; in
         # multiprocess mode the values live in files and a fresh collector reads them all.
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._request_metrics(self.registry)
+        self._attempt_metrics(self.registry)
+        self._breaker_metrics(self.registry)
+        self._fallbacks_seen = 0
+        self._recorder_metrics(self.registry)
+        self.recorder = recorder
+        if recorder is not None:  # priced once, by the recorder, off the request path
+            recorder.on_priced(self.on_priced)
+        self._recorder_seen = (0, 0, 0)  # written, dropped, failed flushes: counted so far
+        self._recorder_read_at = float("-inf")
+
+    def _request_metrics(self, r: CollectorRegistry) -> None:
         self.requests = Counter(
             "switchover_gateway_requests",
             "Gateway requests by route, caller dialect and outcome.",
@@ -114,6 +125,8 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
+
+    def _attempt_metrics(self, r: CollectorRegistry) -> None:
         self.attempts = Counter(
             "switchover_attempts",
             "Provider attempts by target, outcome and the decision taken after it.",
@@ -133,6 +146,8 @@ class Metrics:
             ["target"],
             registry=r,
         )
+
+    def _breaker_metrics(self, r: CollectorRegistry) -> None:
         self.breaker_state = Gauge(
             "switchover_breaker_state",
             "Circuit breaker per target: 0 closed, 1 half-open, 2 open (worst over workers).",
@@ -151,13 +166,6 @@ class Metrics:
             "Breaker calls answered from process memory because the shared store was unusable.",
             registry=r,
         )
-        self._fallbacks_seen = 0
-        self._recorder_metrics(r)
-        self.recorder = recorder
-        if recorder is not None:  # priced once, by the recorder, off the request path
-            recorder.on_priced(self.on_priced)
-        self._recorder_seen = (0, 0, 0)  # written, dropped, failed flushes: counted so far
-        self._recorder_read_at = float("-inf")
 
     def _recorder_metrics(self, r: CollectorRegistry) -> None:
         self.recorder_written = Counter(

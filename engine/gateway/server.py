@@ -42,6 +42,7 @@ from engine.core.errors import ConfigError
 from engine.core.paths import DATA_DIR_ENV, DataPaths
 from engine.gateway.admin import ADMIN_KEYS_ENV
 from engine.gateway.app import DEFAULT_MAX_BODY_BYTES, GatewaySettings, create_app
+from engine.gateway.observability import MULTIPROC_ENV
 from engine.gateway.protocol import LOOP_FACTORY, ConnectionLimits, GuardedHttpToolsProtocol
 
 log = logging.getLogger("switchover.gateway")
@@ -49,7 +50,6 @@ log = logging.getLogger("switchover.gateway")
 CONFIG_ENV = "SWITCHOVER_CONFIG"
 KEYS_ENV = "SWITCHOVER_GATEWAY_KEYS"
 MAX_BODY_ENV = "SWITCHOVER_MAX_BODY_MB"
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 APP_FACTORY = "engine.gateway.server:app_from_env"
 
 GRACEFUL_SHUTDOWN_S = 30  # requests in flight at a stop get this long to finish

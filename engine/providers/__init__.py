@@ -2,7 +2,8 @@
 wire format. Nothing outside this package sees provider JSON."""
 
 from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import HttpProvider, Provider
+from engine.providers.base import Provider
+from engine.providers.http import HttpProvider
 from engine.providers.openai import OpenAIProvider
 
 __all__ = ["AnthropicProvider", "HttpProvider", "OpenAIProvider", "Provider"]

@@ -11,7 +11,7 @@ import httpx
 from engine.core.clock import Clock
 from engine.core.messages import Request, Response, StreamEvent
 from engine.providers import anthropic_codec as codec
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 from engine.providers.sse import ServerSentEvent
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]

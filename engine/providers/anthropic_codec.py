@@ -10,9 +10,7 @@ usage that excludes cached tokens.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,9 +34,9 @@ from engine.core.messages import (
     UsageUpdate,
 )
 from engine.providers.codec import (
-    RAW_ARGUMENTS_KEY,  # noqa: F401  (re-exported: it used to live here)
     MalformedAnswer,
     count,
+    sanitize_tool_id,
     split_data_url,
     tool_input,
 )
@@ -49,12 +47,9 @@ __all__ = [
     "decode_usage",
     "encode_request",
     "map_stop_reason",
-    "sanitize_tool_id",
 ]
 
 _EPHEMERAL = {"type": "ephemeral"}
-_VALID_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-_INVALID_TOOL_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
     "max_tokens": "max_tokens",
@@ -69,16 +64,6 @@ _STOP_REASONS: dict[str, StopReason] = {
 
 
 # --- neutral → wire --------------------------------------------------------------------------
-
-
-def sanitize_tool_id(tool_id: str) -> str:
-    """An id Anthropic accepts (`^[a-zA-Z0-9_-]+$`). Deterministic, so a call id and the id
-    of its result, replayed to any provider on any attempt, always map to the same value; the
-    hash suffix keeps two ids that differ only in invalid characters apart."""
-    if _VALID_TOOL_ID.match(tool_id):
-        return tool_id
-    digest = hashlib.sha256(tool_id.encode("utf-8")).hexdigest()[:8]
-    return f"{_INVALID_TOOL_ID_CHARS.sub('_', tool_id)}_{digest}"
 
 
 def encode_request(

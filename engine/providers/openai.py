@@ -11,7 +11,7 @@ import httpx
 from engine.core.clock import Clock
 from engine.core.messages import Request, Response, StreamEvent
 from engine.providers import openai_codec as codec
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 from engine.providers.sse import ServerSentEvent
 
 __all__ = ["OpenAIProvider", "max_tokens_field_for"]

@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from engine.core import bounded_json
 from engine.core.messages import (
     Image,
     Message,
@@ -33,7 +32,7 @@ from engine.core.messages import (
     Usage,
     UsageUpdate,
 )
-from engine.providers.codec import MalformedAnswer, arguments_text, count
+from engine.providers.codec import MalformedAnswer, arguments_text, count, parse_arguments
 
 __all__ = [
     "MaxTokensField",
@@ -42,7 +41,6 @@ __all__ = [
     "decode_usage",
     "encode_request",
     "map_finish_reason",
-    "parse_arguments",
 ]
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
@@ -182,23 +180,6 @@ def map_finish_reason(value: object, *, has_tool_calls: bool = False) -> StopRea
     if isinstance(value, str) and value in _FINISH_REASONS:
         return _FINISH_REASONS[value]
     return "end_turn"
-
-
-def parse_arguments(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
-    """(arguments, raw string) of a tool call. The raw string is always kept so invalid JSON
-    can pass through untouched; `""` means no arguments; anything that is not a JSON object
-    gives arguments None."""
-    if isinstance(raw, Mapping):  # a few compatible servers send the object itself
-        return dict(raw), None
-    if not isinstance(raw, str):
-        return {}, None
-    if not raw.strip():
-        return {}, raw
-    try:  # bounded: NaN, a lone surrogate or deep nesting is not JSON any provider takes
-        parsed = bounded_json.loads(raw)
-    except bounded_json.JsonRejected:
-        return None, raw
-    return (parsed, raw) if isinstance(parsed, dict) else (None, raw)
 
 
 def decode_usage(obj: object) -> Usage:

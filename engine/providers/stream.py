@@ -30,20 +30,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import suppress
-from typing import Protocol
 
 import httpx
 
 from engine.core import classify
 from engine.core.clock import Clock
 from engine.core.messages import MessageEnd, StreamEvent
+from engine.providers.base import StreamDecoder
 from engine.providers.sse import ServerSentEvent
+from engine.providers.transport_faults import classify_exception
 
 __all__ = [
     "FINISH_GRACE_S",
     "MAX_UNREADABLE_EVENTS",
     "HttpStream",
-    "StreamDecoder",
     "UnreadableEvent",
     "read_events",
 ]
@@ -59,21 +59,6 @@ FINISH_GRACE_S = 1.0
 # After a stream's end marker, how much more is read to keep its connection reusable.
 _DRAIN_LIMIT_S = 0.25
 _DRAIN_LIMIT_EVENTS = 16
-
-
-class StreamDecoder(Protocol):
-    """A dialect's stream state machine.
-
-    `done`: the end marker arrived, nothing more is to be read. `finished`: the finish reason
-    arrived, the answer is whole. `finish()`: the final events (ending with `MessageEnd`) of a
-    finished stream whose end marker never came."""
-
-    done: bool
-
-    @property
-    def finished(self) -> bool: ...
-
-    def finish(self) -> list[StreamEvent]: ...
 
 
 class UnreadableEvent(Exception):
@@ -163,7 +148,7 @@ async def _next(
     except StopAsyncIteration:
         return None
     except httpx.TimeoutException as exc:
-        raise classify.classify_exception(exc, sent=True, status=status) from exc
+        raise classify_exception(exc, sent=True, status=status) from exc
     except httpx.HTTPError as exc:  # the connection broke mid-stream (row 21)
         raise classify.stream_fault(
             "stream_cut", f"{name}: stream cut: {exc}", status=status

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -35,8 +34,10 @@ from pathlib import Path
 
 import duckdb
 
-from engine.published.publish import RECENT_ATTEMPTS, Part, Snapshot, change_entry, read_manifest
-from engine.store.db import sql_string
+from engine.core.files import written_aside
+from engine.core.sql import sql_string
+from engine.published.catalogue import RECENT_ATTEMPTS
+from engine.published.publish import Part, Snapshot, change_entry, read_manifest
 from engine.telemetry.columns import COLUMN_NAMES
 
 FOLDER = RECENT_ATTEMPTS  # under the published directory
@@ -156,16 +157,10 @@ def _copy_part(
 ) -> tuple[str, int]:  # fmt: skip
     """`query`'s rows as the part `name`, written aside and renamed into place: (its file,
     relative to the published directory, and its rows)."""
-    folder = published_dir / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    temp, final = folder / f".{name}.parquet.tmp", folder / f"{name}.parquet"
-    copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
-    try:
+    final = published_dir / FOLDER / f"{name}.parquet"
+    with written_aside(final, durable=False) as temp:  # derived data: no fsync
+        copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
         (rows,) = con.execute(copy, params).fetchone()
-        os.replace(temp, final)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
     return f"{FOLDER}/{final.name}", rows
 
 

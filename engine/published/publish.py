@@ -1,8 +1,9 @@
 """Publish read-only Parquet snapshots of the store for the dashboard and reports.
 
-Each snapshot is `COPY (sql) TO '<dir>/.<name>.tmp.parquet'` followed by `os.replace` onto
-`<dir>/<name>.parquet`: whoever opens the path gets the old file or the new one, never a
-half-written one (rename is atomic on one filesystem, and an open file keeps its old inode).
+Each snapshot is `COPY (sql) TO` a dot-named temporary beside `<dir>/<name>.parquet`, renamed
+onto it (engine.core.files.written_aside): whoever opens the path gets the old file or the new
+one, never a half-written one (rename is atomic on one filesystem, and an open file keeps its
+old inode).
 A reader must open the file once per query and read through that descriptor, because DuckDB
 opens a path several times in one query (`engine.published.read` does this). Then
 `<dir>/_manifest.json` is rewritten the same way with each snapshot's rows and time, so that
@@ -18,7 +19,6 @@ manifest entry for a file that is not yet in place: the file is renamed first.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -30,10 +30,10 @@ from typing import Any
 
 import duckdb
 
-from engine.store.db import sql_string
+from engine.core.files import atomic_write, written_aside
+from engine.core.sql import sql_string
 
 MANIFEST = "_manifest.json"
-RECENT_ATTEMPTS = "recent_attempts"
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _manifest_lock = threading.Lock()  # scheduler jobs may publish from several threads
@@ -80,18 +80,13 @@ def publish(
     if not _NAME.fullmatch(name):
         raise ValueError(f"a snapshot name is lower-case letters, digits and _: {name!r}")
     published_dir = Path(published_dir)
-    published_dir.mkdir(parents=True, exist_ok=True)
-    temp = published_dir / f".{name}.tmp.parquet"
     final = published_dir / f"{name}.parquet"
     started = time.perf_counter()
     query = sql.strip().rstrip(";")
-    copy = f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet, COMPRESSION {compression})"
-    try:
+    with written_aside(final, durable=False) as temp:
+        target = sql_string(str(temp))
+        copy = f"COPY ({query}) TO {target} (FORMAT parquet, COMPRESSION {compression})"
         (rows,) = con.execute(copy, params).fetchone()
-        os.replace(temp, final)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
     seconds = round(time.perf_counter() - started, 3)
     snapshot = Snapshot(name, final.name, rows, now or datetime.now(UTC), seconds)
     _record(published_dir, snapshot)
@@ -162,6 +157,4 @@ def _record(published_dir: Path, snapshot: Snapshot) -> None:
 
 def _write_manifest(published_dir: Path, snapshots: dict[str, Snapshot]) -> None:
     body = {"version": 1, "snapshots": {n: _entry(s) for n, s in sorted(snapshots.items())}}
-    temp = published_dir / f".{MANIFEST}.tmp"
-    temp.write_text(json.dumps(body, indent=2) + "\n")
-    os.replace(temp, published_dir / MANIFEST)
+    atomic_write(published_dir / MANIFEST, json.dumps(body, indent=2) + "\n", durable=False)

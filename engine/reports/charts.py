@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 if TYPE_CHECKING:
-    from engine.reports.week import WeekReport
+    from engine.reports.content import WeekReport
 
 # The dashboard's palette (dashboard/charts.py): plotly's Dark24 without its pure red, green
 # and crimson, which say failed and healthy.

@@ -11,36 +11,21 @@ Written from the numbers only (no model involved); every money figure through en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from engine.alerts.families import describe
+from engine.core.fault_families import describe
 from engine.core.money import format_change, format_usd
+from engine.reports.content import Headline, RouteWeek, WeekReport
 from engine.reports.dates import duration, moment, week_days
-
-if TYPE_CHECKING:
-    from engine.reports.week import RouteWeek, WeekReport
 
 __all__ = ["Headline", "headline", "headline_text", "pct", "period", "plural"]
 
 LONG_FALLBACK = timedelta(minutes=10)  # a route on its backups this long is worth a look
 SHOWN_IN_CHAT = 3  # "look at" items in headline_text; the report has them all
 _MIN = timedelta(minutes=1)
-
-
-@dataclass(frozen=True, slots=True)
-class Headline:
-    availability: str
-    incident: str
-    spend: str
-    look_at: list[str]
-
-    def sentences(self) -> list[str]:
-        return [self.availability, self.incident, self.spend]
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:

@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from engine.reports import charts as report_charts
-from engine.reports.headline import Headline, headline, period
+from engine.reports.content import Headline, WeekReport
+from engine.reports.headline import headline, period
 from engine.reports.tables import empty_text, missing, tables
-from engine.reports.week import WeekReport
 
 __all__ = ["NOTHING_TO_LOOK_AT", "charts", "csv_tables", "empty_text", "generated", "html",
            "markdown", "period", "print_pdf", "tables", "write"]  # fmt: skip

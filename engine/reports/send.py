@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from engine.alerts.delivery import BACKOFF_S, Result, post
-from engine.alerts.rules import Receiver
+from engine.config.alerting import Receiver
 
 log = logging.getLogger("switchover.reports")
 

@@ -13,7 +13,7 @@ from engine.reports.dates import moment
 from engine.reports.headline import plural
 
 if TYPE_CHECKING:
-    from engine.reports.week import WeekReport
+    from engine.reports.content import WeekReport
 
 # Why an incident can stand without an alert: said wherever one does, so that an empty alerts
 # table never reads as a contradiction of the incidents beside it.

@@ -15,12 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from engine.alerts.families import describe
+from engine.core.fault_families import describe
 from engine.core.money import format_change, format_parts, format_usd
+from engine.reports.content import NANO, RouteWeek, WeekReport
 from engine.reports.dates import duration, moment
 from engine.reports.headline import pct
 from engine.reports.summary import fallback_parts
-from engine.reports.week import NANO, RouteWeek, WeekReport
 
 MISSING = "—"
 # A failed attempt's fault as people read it (attempts.fault_kind).

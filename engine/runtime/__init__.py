@@ -1,2 +1,3 @@
-"""Where the engine is put together for a caller: the in-process `Switchover`, the per-route
-chains, background jobs."""
+"""Where the engine is put together for a caller: the composition root (`build`: providers,
+pricer, breakers, shared state, chains), the in-process `Switchover`, fault drills run on it,
+background jobs."""

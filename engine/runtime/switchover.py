@@ -4,11 +4,12 @@
     reply = sw.complete_sync("support", "Where is my order?")
 
 A model name is a route from the config (`support`) or a single target (`claude/claude-haiku-4-5`).
-Providers are built once, each with one pooled HTTP client; breakers are shared by every route
-that uses the same target, by every process of the host that records to the same data folder,
-and by every process when `[state] redis_url` names a Redis. The
-sync methods run the async ones on a private event-loop thread, so a script needs no asyncio;
-use one style per instance.
+Everything is built by the composition root (engine.runtime.build), as the evals and the
+simulator build theirs. Providers are built once, each with one pooled HTTP client; breakers are
+shared by every route that uses the same target, by every process of the host that records to
+the same data folder, and by every process when `[state] redis_url` names a Redis. The sync
+methods run the async ones on a private event-loop thread, so a script needs no asyncio; use one
+style per instance.
 """
 
 from __future__ import annotations
@@ -22,62 +23,33 @@ from typing import Any, TypeVar
 
 import httpx
 
-from engine.config import (
-    Config,
-    ProviderConfig,
-    TargetConfig,
-    load_config,
-    parse_target,
-    valid_model,
-    valid_name,
-)
+from engine.config import Config, TargetConfig, load_config, parse_target, valid_model, valid_name
 from engine.core.clock import Clock, SystemClock
 from engine.core.errors import ConfigError
 from engine.core.messages import Message, Request, Response, StreamEvent
 from engine.core.paths import DataPaths
-from engine.core.pricing import Pricer
-from engine.core.scrub import Scrubber
 from engine.fallback.chain import Chain, EventHook
 from engine.fallback.run import AttemptHook
-from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import Provider
-from engine.providers.openai import OpenAIProvider
-from engine.runtime.chains import ChainParts, build_chain, chain_of
-from engine.state.breaker import BreakerStore, MemoryBreakerStore, OnChange
-from engine.state.drills import SelfAbort
-from engine.state.health_scores import HealthScores, MemoryHealthScores, RedisHealthScores
-from engine.state.switches import RedisTargetSwitches, Switches, TargetSwitches
+from engine.runtime.build import (
+    ChainParts,
+    build_breakers,
+    build_chain,
+    build_health_scores,
+    build_providers,
+    build_recorder,
+    build_scrubber,
+    build_switches,
+    chain_of,
+)
+from engine.runtime.drills import SelfAbort
+from engine.state.breaker import BreakerStore
 from engine.state.target_health import TargetHealth
-from engine.telemetry.breaker_events import recording_changes
-from engine.telemetry.recorder import AttemptSink, Recorder
 
 T = TypeVar("T")
 Prompt = str | Request | Sequence[Message]
 # The route label of every unconfigured `provider/model` ([gateway] allow_direct_targets).
 DIRECT_ROUTE = "direct"
-
-
-def build_provider(
-    config: ProviderConfig,
-    *,
-    clock: Clock,
-    transport: httpx.AsyncBaseTransport | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Provider:
-    factory = AnthropicProvider if config.kind == "anthropic" else OpenAIProvider
-    optional = {}
-    if config.default_max_tokens is not None:
-        optional["default_max_tokens"] = config.default_max_tokens
-    return factory(
-        config.name,
-        base_url=config.base_url,
-        api_key=config.api_key(environ),
-        transport=transport,
-        clock=clock,
-        extra_headers=dict(config.headers),
-        connect_timeout_s=config.connect_timeout_s,
-        **optional,
-    )
 
 
 class Switchover:
@@ -103,42 +75,24 @@ class Switchover:
         self.config = config
         self.paths = record_to  # the data folder, when this instance records
         # Every provider key this instance reads, to keep out of anything stored or sent.
-        self.scrub = Scrubber.for_config(config, environ)
+        self.scrub = build_scrubber(config, environ)
         self.clock = clock or SystemClock()
-        self.hooks: list[AttemptHook] = list(hooks)
-        self.recorder: Recorder | None = None
-        if record_to is not None:
-            self.recorder = Recorder(
-                record_to.spool, pricer=Pricer.from_config(config), sink=_attempt_sink(config)
-            )
-            self.hooks.append(self.recorder)
-        self.event_hooks: list[EventHook] = list(event_hooks)
+        self.recorder = build_recorder(config, record_to)
         self.providers: dict[str, Provider] = (
             dict(providers)
             if providers is not None
-            else {
-                name: build_provider(pc, clock=self.clock, transport=transport, environ=environ)
-                for name, pc in config.providers.items()
-            }
+            else build_providers(config, clock=self.clock, transport=transport, environ=environ)
         )
         self._owns_breakers = breakers is None
-        self.breakers = breakers or _breaker_store(
-            config,
-            self.clock,
-            recording_changes(self.recorder, self.clock) if self.recorder else None,
-            record_to,
-        )
+        self.breakers = breakers or build_breakers(config, self.clock, self.recorder, record_to)
         # Health scores only when a route orders by them; switches wherever they can be kept.
-        self.scores: HealthScores | None = None
-        if any(r.options.adaptive_order for r in config.routes.values()):
-            self.scores = _health_scores(config, self.clock)
-            self.hooks.append(self.scores.observe)
-        self.switches: Switches | None = _switches(config, record_to, self.clock)
-        # What a drill's pre-flight asks about a route's other targets, and the event hook that
-        # ends a drill at the first request it made fail (engine.state.drills).
+        self.scores = build_health_scores(config, self.clock)
+        self.switches = build_switches(config, record_to, self.clock)
+        # What a drill's pre-flight asks about a route's other targets (engine.runtime.drills).
         self.health = TargetHealth(self.breakers, self.switches, self.clock)
-        self.hooks.append(self.health.observe)
-        if self.switches is not None:
+        self.hooks: list[AttemptHook] = [*hooks, *self._observers()]
+        self.event_hooks: list[EventHook] = list(event_hooks)
+        if self.switches is not None:  # a drill ends at the first request it made fail
             self.event_hooks.append(SelfAbort(self))
         self._parts = ChainParts(
             config, self.providers, self.breakers, self.clock, self.hooks, self.event_hooks,
@@ -149,6 +103,14 @@ class Switchover:
         }
         self._direct_models: set[str] = set()  # `provider/model`s served under "direct"
         self._loop_thread: _LoopThread | None = None
+
+    def _observers(self) -> list[AttemptHook]:
+        """This instance's own attempt hooks, after the caller's: the recorder, the health
+        scores and what a drill's pre-flight learns."""
+        observers: list[AttemptHook] = [] if self.recorder is None else [self.recorder]
+        if self.scores is not None:
+            observers.append(self.scores.observe)
+        return [*observers, self.health.observe]
 
     @classmethod
     def from_file(cls, path: str | Path = "switchover.toml", **kwargs: Any) -> Switchover:
@@ -280,64 +242,6 @@ def request_of(prompt: Prompt, fields: Mapping[str, Any]) -> Request:
     if isinstance(prompt, str):
         return Request(messages=(Message.user(prompt),), **fields)
     return Request(messages=tuple(prompt), **fields)
-
-
-def _health_scores(config: Config, clock: Clock) -> HealthScores:
-    """Shared by every worker through Redis when `[state] redis_url` is set."""
-    if config.state.redis_url is None:
-        return MemoryHealthScores(clock)
-    return RedisHealthScores.from_url(config.state.redis_url, clock=clock)
-
-
-def _switches(config: Config, record_to: DataPaths | None, clock: Clock) -> Switches | None:
-    """Operator switches in Redis when configured (every host sees them), else in the data
-    folder's control file (every process of this machine); none without either."""
-    if config.state.redis_url is not None:
-        return RedisTargetSwitches.from_url(config.state.redis_url, now=clock.wall)
-    if record_to is not None:
-        return TargetSwitches(record_to.target_switches, now=clock.wall)
-    return None
-
-
-def _breaker_store(
-    config: Config, clock: Clock, on_change: OnChange | None, record_to: DataPaths | None
-) -> BreakerStore:
-    """In Redis when `[state] redis_url` is set (shared by every process that names the same
-    Redis; engine.state.breaker_redis); else, for a process with a data folder on the system clock,
-    in that folder's SQLite file (shared by every process of this host recording there, such
-    as the workers of `serve --workers N`; engine.state.breaker_sqlite); else in this process's
-    memory. A virtual clock's time belongs to its own process: nobody could share it."""
-    policy, by_key = config.policy.breaker_policy(), breaker_policies(config)
-    if config.state.redis_url is not None:
-        from engine.state.breaker_redis import RedisBreakerStore
-
-        url = config.state.redis_url
-        return RedisBreakerStore.from_url(url, policy, by_key, on_change, clock=clock)
-    if record_to is not None and isinstance(clock, SystemClock):
-        from engine.state.breaker_sqlite import SQLiteBreakerStore
-
-        return SQLiteBreakerStore(record_to.breaker_states, policy, by_key, on_change)
-    return MemoryBreakerStore(policy, by_key, on_change)
-
-
-def _attempt_sink(config: Config) -> AttemptSink | None:
-    """PostgreSQL when `[state] postgres_url` is set (gateways on several hosts), else None: the
-    recorder writes spool files under `record_to`."""
-    if config.state.postgres_url is None:
-        return None
-    from engine.store.postgres import PostgresSink
-
-    return PostgresSink(config.state.postgres_url)
-
-
-def breaker_policies(config: Config) -> dict[str, Any]:
-    """Breaker settings are per target; when several routes share a target, the first route
-    that lists it decides (a breaker cannot be open for one route and closed for another)."""
-    policies: dict[str, Any] = {}
-    for route in config.routes.values():
-        for target in route.targets:
-            policies.setdefault(target.name, route.policy.breaker_policy())
-    return policies
 
 
 class _LoopThread:

@@ -1,16 +1,15 @@
-"""`switchover scheduler`: the one process that owns `data/switchover.duckdb`.
+"""The scheduler's pipeline, on the one connection to `data/switchover.duckdb`: the jobs the
+scheduler process runs (engine.scheduler.process) and what each does.
 
 Every few seconds one cycle runs: ingest the spool files (exactly once), pull the attempts that
 gateways on several hosts wrote to PostgreSQL when `postgres_url` is set (exactly once as well,
-engine.store.postgres), ingest breaker events, refresh the minute and hour rollups that the new
+engine.store.postgres_pull), ingest breaker events, refresh the minute and hour rollups that the new
 attempts touch, evaluate the alert rules and send what fired or resolved (engine.alerts;
 incidents once a minute), and publish read-only Parquet snapshots for the dashboard and
-reports. Every quarter of an hour the day rollups catch up; every minute the traffic profile
-the what-if scenarios are built from is looked at and, when due, refreshed and published
-(engine.store.traffic_profile: never in a cycle). Jobs run one at a time on a single worker
-thread: they share one DuckDB connection, which is not meant for concurrent use, and a
-slow cycle is simply coalesced with the next. Only the compaction of the published attempts
-(engine.published.partitions), which never touches the connection, has a thread of its own.
+reports (engine.scheduler.snapshots). Every quarter of an hour the day rollups catch up; every
+minute the traffic profile the what-if scenarios are built from is looked at and, when due,
+refreshed and published (engine.store.traffic_profile: never in a cycle). The jobs share the
+one connection, which is not meant for concurrent use: each holds `_busy` while it runs on it.
 
 Nothing else may open the database file; everything else reads `data/published/`.
 """
@@ -19,78 +18,45 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.blocking import BlockingScheduler
-
-from engine.alerts.rules import AlertingConfig, Receiver
 from engine.alerts.watch import Watch
-from engine.config import ReportsConfig, StoreConfig
+from engine.config import StoreConfig
+from engine.config.alerting import AlertingConfig
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.published import partitions
-from engine.published import publish as publishing
-from engine.published.scheduler_status import DATABASE_RETRY_S, open_when_free, write_status
+from engine.published.scheduler_status import write_status
+from engine.scheduler import snapshots
+from engine.scheduler.snapshots import RECENT_ATTEMPTS_HOURS
 from engine.store import retention
+from engine.store.breaker_events import ingest_events
 from engine.store.db import open_store
-from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
+from engine.store.drill_reports import report_drills
+from engine.store.eval_drill_inbox import take_in
 from engine.store.failure_classes import refresh_failures
 from engine.store.ingest import LEDGER_KEEP, IngestResult, ingest_spool, prune_ledger
-from engine.store.readiness import report_drills, take_in
 from engine.store.rollups import bucket_start, chunks, forget_baselines, refresh
 from engine.store.telemetry import take_in as take_in_telemetry
 from engine.store.traffic_profile import TrafficProfile
-from engine.telemetry.breaker_events import EVENTS_DIR, ingest_events
+from engine.telemetry.breaker_events import EVENTS_DIR
 
 if TYPE_CHECKING:
-    from engine.store.postgres import PostgresSource
+    from engine.store.postgres_pull import PostgresSource
 
 log = logging.getLogger("switchover.scheduler")
 
 CYCLE_S = 5.0
-DAY_ROLLUP_EVERY_S = 900.0
-PROFILE_CHECK_S = 60.0  # the traffic profile is looked at this often, and refreshed when due
 # Minutes are re-read this far back every cycle even without late files: a request's later
 # attempts (retries, a long stream) can arrive in the next spool file.
 MINUTE_LOOKBACK = timedelta(minutes=2)
-RECENT_ATTEMPTS_HOURS = 24
 # With nothing new ingested the snapshots are still republished this often: the windows slide,
 # and the dashboard shows their age.
 IDLE_REPUBLISH = timedelta(seconds=60)
-# The 24 h of attempts are published as parts, one a cycle; they are merged (and the ones that
-# left the window dropped) this often, on a thread of their own (engine.published.partitions).
-COMPACT_EVERY_S = 30.0
-
-# What the dashboard and reports read, republished every cycle: (name, SQL, bound parameters).
-_SNAPSHOTS: tuple[tuple[str, str], ...] = (
-    ("rollup_minute", "SELECT * FROM rollup_minute WHERE bucket >= $now - INTERVAL 1 DAY"),
-    ("rollup_hour", "SELECT * FROM rollup_hour WHERE bucket >= $now - INTERVAL 35 DAY"),
-    ("rollup_day", "SELECT * FROM rollup_day"),
-    ("route_primaries", "SELECT * FROM route_primaries"),
-    ("failure_classes", FAILURE_CLASSES),
-    ("alerts", "SELECT * FROM alerts WHERE state = 'firing' OR fired_at >= $now - INTERVAL 35 DAY"),
-    (
-        "alert_notifications",
-        "SELECT * EXCLUDE (payload) FROM alert_notifications"
-        " WHERE created_at >= $now - INTERVAL 35 DAY",
-    ),
-    ("alert_silences", "SELECT * FROM alert_silences WHERE ends_at >= $now - INTERVAL 35 DAY"),
-    ("incidents", "SELECT * FROM incidents"),
-    (
-        "breaker_events",
-        "SELECT * FROM breaker_events WHERE occurred_at >= $now - INTERVAL 35 DAY",
-    ),
-    ("eval_runs", "SELECT * FROM eval_runs"),
-    ("eval_results", "SELECT * FROM eval_results"),
-    ("drills", "SELECT * FROM drills"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +94,7 @@ class Pipeline:
             self.watch = watch or Watch(alerting or AlertingConfig(), paths)
             self.postgres: PostgresSource | None = None
             if postgres_url:
-                from engine.store.postgres import PostgresSource
+                from engine.store.postgres_pull import PostgresSource
 
                 self.postgres = PostgresSource(postgres_url)
             paths.published.mkdir(parents=True, exist_ok=True)
@@ -245,7 +211,7 @@ class Pipeline:
     def _pull(self) -> IngestResult:
         """One batch from PostgreSQL. Its being down is logged (once until it is back), never
         raised: the spool, rollups and alerts go on, and the rows wait in PostgreSQL."""
-        from engine.store.postgres import PostgresUnavailable
+        from engine.store.postgres_pull import PostgresUnavailable
 
         assert self.postgres is not None
         try:
@@ -347,7 +313,7 @@ class Pipeline:
         retried that late still meets its rows' unique key there."""
         if self.postgres is None:
             return
-        from engine.store.postgres import PostgresUnavailable
+        from engine.store.postgres_pull import PostgresUnavailable
 
         try:
             self.postgres.prune(self.con, before=now - LEDGER_KEEP)
@@ -355,10 +321,8 @@ class Pipeline:
             log.warning("cannot prune pulled attempts in PostgreSQL: %s", error)
 
     def publish(self, now: datetime) -> None:
-        partitions.append(self.con, self.paths.published, now, hours=RECENT_ATTEMPTS_HOURS)
-        for name, sql in _SNAPSHOTS:
-            params = {"now": now} if "$now" in sql else None
-            publishing.publish(self.con, self.paths.published, name, sql, params)
+        """The cycle's snapshots, as of `now` (engine.scheduler.snapshots)."""
+        snapshots.publish(self.con, self.paths.published, now)
 
     def _prices(self, provider: str, provider_kind: str, model: str) -> Any:
         return self.pricer.unit_prices(provider_kind, model, self.now(), provider=provider)
@@ -366,111 +330,3 @@ class Pipeline:
     def _oldest_attempt(self) -> datetime | None:
         (oldest,) = self.con.execute("SELECT min(started_at) FROM attempts").fetchone()
         return oldest
-
-
-def weekly_report(
-    paths: DataPaths,
-    reports: ReportsConfig,
-    now: datetime | None = None,
-    receivers: tuple[Receiver, ...] = (),
-    *,
-    background: bool = True,
-) -> Path:
-    """Last week's report under `paths.reports`, from the published snapshots; its headline
-    then goes to the `receivers` that [reports] send_to names, on a thread of its own unless
-    not `background` (the scheduler's one worker thread runs the cycles too, and a receiver
-    that is down is retried for a minute)."""
-    now = now or datetime.now(UTC)
-    from engine.published.read import PublishedData
-    from engine.reports import render
-    from engine.reports.week import build_week, last_week
-
-    data = PublishedData(paths.published)
-    try:
-        report = build_week(data, last_week(now), reports.availability_target)
-    finally:
-        data.close()
-    written = render.write(report, paths.reports)
-    log.info("weekly report %s written to %s", report.week, written["html"].parent)
-    chosen = [r for r in receivers if r.name in reports.send_to]
-    if chosen:
-        from engine.reports import send
-        from engine.reports.headline import headline_text
-
-        title, *lines = headline_text(report)
-        if background:
-            threading.Thread(target=send.send, args=(chosen, title, lines, written),
-                             name="report-headline", daemon=True).start()  # fmt: skip
-        else:
-            send.send(chosen, title, lines, written)
-    return written["html"]
-
-
-def run_scheduler(
-    paths: DataPaths,
-    pricer: Pricer | None = None,
-    *,
-    cycle_s: float = CYCLE_S,
-    alerting: AlertingConfig | None = None,
-    reports: ReportsConfig | None = None,
-    postgres_url: str | None = None,
-    store: StoreConfig | None = None,
-    retry_s: float = DATABASE_RETRY_S,
-) -> None:
-    """Run until SIGTERM or SIGINT; the last cycle runs before the database is closed. While
-    the database cannot be opened, wait for it (`open_when_free`) instead of exiting."""
-    reports = reports or ReportsConfig()
-    scheduler = BlockingScheduler(
-        executors={"default": ThreadPoolExecutor(max_workers=1),
-                   "compaction": ThreadPoolExecutor(max_workers=1)},
-        timezone=UTC,
-    )  # fmt: skip
-    stopping = threading.Event()
-
-    def stop(signum: int, frame: object) -> None:
-        log.info("stopping the scheduler (signal %d)", signum)
-        stopping.set()
-        if scheduler.running:
-            scheduler.shutdown(wait=False)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    pipeline = open_when_free(
-        lambda: Pipeline(paths, pricer, alerting=alerting, postgres_url=postgres_url,
-                         store=store),
-        paths, stop=stopping, retry_s=retry_s,
-    )  # fmt: skip
-    if pipeline is None:
-        _stopped(paths)
-        return
-    jobs = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 60}
-    scheduler.add_job(pipeline.cycle, "interval", seconds=cycle_s, id="cycle",
-                      next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
-    scheduler.add_job(pipeline.day_rollups, "interval", seconds=DAY_ROLLUP_EVERY_S, id="days",
-                      next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
-    scheduler.add_job(pipeline.compact, "interval", seconds=COMPACT_EVERY_S, id="compaction",
-                      executor="compaction", **jobs)  # fmt: skip
-    scheduler.add_job(pipeline.traffic_profile, "interval", seconds=PROFILE_CHECK_S,
-                      id="traffic profile", next_run_time=datetime.now(UTC), **jobs)  # fmt: skip
-    receivers = alerting.receivers if alerting is not None else ()
-    scheduler.add_job(weekly_report, "cron", args=(paths, reports, None, receivers),
-                      day_of_week=reports.day,
-                      hour=reports.hour, id="weekly report", **jobs)  # fmt: skip
-    log.info("scheduler owns %s; publishing to %s", paths.database, paths.published)
-    if pipeline.postgres is not None:
-        log.info("pulling attempts from %s", pipeline.postgres)
-    try:
-        if not stopping.is_set():  # a signal while the database was being opened
-            scheduler.start()  # blocks until shutdown
-    finally:
-        try:
-            pipeline.cycle()  # what the writers flushed while we were stopping
-        finally:
-            pipeline.close()
-            _stopped(paths)
-
-
-def _stopped(paths: DataPaths) -> None:
-    now = datetime.now(UTC)
-    with contextlib.suppress(OSError):
-        write_status(paths.scheduler_status, "stopped", paths.database, now, now)

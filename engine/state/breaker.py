@@ -31,15 +31,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Literal, Protocol
 
-from engine.core.errors import (
-    AccountFault,
-    AttemptError,
-    DrillFault,
-    LocalFault,
-    QualityFault,
-    RateLimited,
-    RequestFault,
-)
+from engine.core.errors import AttemptError, Decision, DrillFault
 
 Status = Literal["closed", "open", "half_open"]
 # "probe": reopened because the half-open probe failed; "drill": held open by a fault drill.
@@ -124,20 +116,23 @@ Event = Success | ProviderFailure | AccountFailure | RateLimit | Released | Dril
 
 
 def event_for(error: AttemptError) -> Event | None:
-    """The event an attempt's error reports; None for a request fault, which the breaker never
-    sees (a caller that was admitted as PROBE reports `Released()` instead). A quality fault is
-    an answer that arrived: the provider is up, whatever the model wrote."""
-    if isinstance(error, RequestFault | LocalFault):  # the provider did nothing wrong
-        return None
-    if isinstance(error, QualityFault):
-        return Success()
-    if isinstance(error, DrillFault):
-        return AccountFailure(error.hold_s, drill=True)
-    if isinstance(error, AccountFault):
-        return AccountFailure()
-    if isinstance(error, RateLimited):
-        return RateLimit(error.retry_after_s)
-    return ProviderFailure(error.retry_after_s)  # ProviderFault, AmbiguousFault
+    """The event an attempt's error reports, read from its class's decision and
+    `counts_on_breaker` (`engine.core.errors`); None for a fault the breaker never hears of
+    (a caller that was admitted as PROBE reports `Released()` instead)."""
+    match error.decision:
+        case Decision.RATE_LIMITED:  # cools the target until the reset; never trips it
+            return RateLimit(error.retry_after_s)
+        case Decision.QUALITY:  # an answer arrived: the provider is up, whatever the model wrote
+            return Success()
+        case _ if not error.counts_on_breaker:  # the request's fault, or ours: not the provider's
+            return None
+        case Decision.FALL_BACK_NOW:  # a drill holds the breaker open exactly until it ends
+            if isinstance(error, DrillFault):
+                return AccountFailure(error.hold_s, drill=True)
+            return AccountFailure()
+        case Decision.RETRY_THEN_FALL_BACK | Decision.AMBIGUOUS:
+            return ProviderFailure(error.retry_after_s)
+    raise TypeError(f"no breaker event for the decision {error.decision!r}")
 
 
 class Admission(StrEnum):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import duckdb
 
+from engine.core.sql import sql_string
 from engine.store import migrations
 
 ROW_GROUP_SIZE = 61_440
@@ -66,12 +67,6 @@ def open_store(path: Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
-
-
-def sql_string(value: str) -> str:
-    """A SQL string literal, for the few places DuckDB takes no parameter (file paths in
-    ATTACH, COPY and view definitions). Never used for a value that came from a user."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _lock_message(path: Path, error: str) -> str | None:

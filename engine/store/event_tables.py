@@ -1,6 +1,7 @@
 """The tables of breaker events, alerts and incidents: their columns, created by migration 3
-and read back by `engine.published.read` for the published snapshots. Frozen by that migration: a
-change needs a migration of its own (migration 10 adds INCIDENT_TARGET_COLUMNS)."""
+and published as snapshots of the same names (their shapes: engine.published.catalogue). Frozen
+by that migration: a change needs a migration of its own (migration 10 adds
+INCIDENT_TARGET_COLUMNS)."""
 
 EVENT_AND_ALERT_TABLES: dict[str, str] = {
     "breaker_events": """
@@ -82,7 +83,7 @@ EVENT_AND_ALERT_TABLES: dict[str, str] = {
 # `scope` is "target" and `subject` the target for them. Nullable: rows from before have none.
 INCIDENT_TARGET_COLUMNS: dict[str, str] = {
     "target": "VARCHAR",  # provider/model
-    "family": "VARCHAR",  # availability, rate_limit or account (engine.alerts.families)
+    "family": "VARCHAR",  # availability, rate_limit or account (engine.core.fault_families)
     "provider": "VARCHAR",
     "during_drills": "VARCHAR",  # the drills that ran on its routes meanwhile ("" for none)
 }

@@ -1,7 +1,8 @@
 """Move spool files into the `attempts` table, each file exactly once.
 
-Writers (the recorder in every gateway worker or embedding application) write `.<name>.tmp` and
-rename it to `<name>.parquet`, so a listed file is always complete. One call of `ingest_spool`:
+Writers (the recorder in every gateway worker or embedding application) write a dot-named
+temporary and rename it to `<name>.parquet` (engine.telemetry.spool), so a listed file is always
+complete. One call of `ingest_spool`:
 
   1. lists `*.parquet` not starting with ".", oldest first (mtime, then name), at most max_files;
   2. deletes the files already in the `ingested_files` ledger: the scheduler died after a

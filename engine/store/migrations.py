@@ -25,11 +25,11 @@ from datetime import UTC, datetime
 
 import duckdb
 
+from engine.store.eval_drill_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.event_tables import EVENT_AND_ALERT_TABLES as EVENT_TABLES
 from engine.store.event_tables import INCIDENT_TARGET_COLUMNS
 from engine.store.failure_classes import BACKFILL as FAILURE_HOURS_BACKFILL
 from engine.store.failure_classes import FAILURE_HOURS_TABLE
-from engine.store.readiness_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.rollups import HELPER_TABLES, PRIMARY_PROVIDER, ROLLUP_COLUMNS
 from engine.store.rollups import TABLES as ROLLUP_TABLES
 from engine.store.telemetry import TABLES as TELEMETRY_TABLES
@@ -116,7 +116,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         4,
         "the watermark of the pull from PostgreSQL",
         # One row per PostgreSQL database (switchover_source.id): the last (xact_id, id) pulled,
-        # written in the same transaction as the rows (engine/store/postgres.py).
+        # written in the same transaction as the rows (engine/telemetry/postgres_sink.py).
         """
         CREATE TABLE postgres_pulls (
             source_id VARCHAR PRIMARY KEY,

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -37,7 +36,8 @@ from pathlib import Path
 
 import duckdb
 
-from engine.store.db import sql_string
+from engine.core.files import leftovers, written_aside
+from engine.core.sql import sql_string
 from engine.telemetry.columns import COLUMN_NAMES
 
 log = logging.getLogger("switchover.scheduler")
@@ -184,17 +184,16 @@ def _archive_day(
     """One day's attempts into a new part, and out of the table: (the part, its rows)."""
     name = _new_part(con, archive_dir, day)
     final = archive_dir / name
-    temp = final.with_name(f".{final.name}.tmp")
     final.parent.mkdir(parents=True, exist_ok=True)
     con.execute(_BEGUN, {"file": name, "day": day, "now": now})  # its own, committed, first
     span = {"lo": day, "hi": day + DAY}
     con.begin()
     try:
-        copy = _COPY.format(columns=_COLUMNS, path=sql_string(str(temp)))
-        (copied,) = con.execute(copy, span).fetchone()
-        _fsync(temp)
-        os.replace(temp, final)
-        _fsync(final.parent)
+        # Durable: a renamed file whose data or entry a crash lost would leave the ledger
+        # naming nothing.
+        with written_aside(final, durable=True) as temp:
+            copy = _COPY.format(columns=_COLUMNS, path=sql_string(str(temp)))
+            (copied,) = con.execute(copy, span).fetchone()
         (deleted,) = con.execute(_DELETE, span).fetchone()
         if deleted != copied:
             raise RuntimeError(f"{day:%Y-%m-%d}: {copied} attempts archived, {deleted} deleted")
@@ -231,7 +230,7 @@ def _remove_unfinished(con: duckdb.DuckDBPyConnection, archive_dir: Path) -> int
     unfinished = [n for (n,) in con.execute(_UNFINISHED).fetchall()]
     for name in unfinished:
         final = archive_dir / name
-        for path in (final, final.with_name(f".{final.name}.tmp")):
+        for path in (final, *leftovers(final)):
             path.unlink(missing_ok=True)
         con.execute(_FORGET, {"file": name})
         log.warning("removed archive part %s of a run that did not commit; its attempts are "
@@ -241,13 +240,3 @@ def _remove_unfinished(con: duckdb.DuckDBPyConnection, archive_dir: Path) -> int
 
 def _midnight(at: datetime) -> datetime:
     return at.replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def _fsync(path: Path) -> None:
-    """Make `path` (a file or a folder) durable: a renamed file whose data or entry a crash
-    lost would leave the ledger naming nothing."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -26,7 +26,8 @@ every minute and it works only when due (every PROFILE_EVERY, after late data, o
 incident has ended), so a cycle never pays for it (issue 23). Published for 35 days, like the
 hourly rollups.
 
-The read side's queries are here too (`QUERY_SPECS`, registered by engine.published.read).
+Their shapes (columns, grain, LEVELS, REPLAY_MARGIN) are engine.published.catalogue's, and the
+read side's queries engine.published.profile_queries'.
 """
 
 from __future__ import annotations
@@ -37,18 +38,13 @@ from typing import Any
 
 import duckdb
 
-from engine.alerts.families import FAMILIES
+from engine.core.fault_families import FAMILIES
 from engine.published import publish as publishing
+from engine.published.catalogue import LEVELS, REPLAY_MARGIN, select
 from engine.store.retention import STORED, stored_attempts
 
-# The quantiles kept of every distribution: fine in the tails, where a p99 is read.
-LEVELS: tuple[float, ...] = (
-    0.0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
-    0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 1.0,
-)  # fmt: skip
 KEEP = timedelta(days=35)
 PROFILE_EVERY = timedelta(minutes=15)
-REPLAY_MARGIN = timedelta(minutes=10)  # an incident's replay starts and ends this far out
 HOUR = timedelta(hours=1)
 
 _LEVELS_SQL = "[" + ", ".join(map(repr, LEVELS)) + "]"  # a constant: quantile lists bind none
@@ -161,76 +157,6 @@ LEFT JOIN calls c ON c.bucket = m.bucket AND c.target = m.target
 LEFT JOIN faults f ON f.bucket = m.bucket AND f.target = m.target
 """
 
-SNAPSHOT_COLUMNS: dict[str, str] = {
-    "traffic_minute": "bucket TIMESTAMPTZ, route VARCHAR, requests BIGINT, answered BIGINT, "
-    "answered_by_fallback BIGINT, failed BIGINT, request_faults BIGINT, cost_usd DECIMAL(18,9), "
-    "fallback_premium_usd DECIMAL(18,9), cache_loss_usd DECIMAL(18,9), "
-    "rewarm_usd DECIMAL(18,9), wasted_usd DECIMAL(18,9), answers BIGINT, prompt_tokens BIGINT, "
-    "output_tokens BIGINT",
-    "traffic_sizes": "hour TIMESTAMPTZ, route VARCHAR, answers BIGINT, prompt_tokens DOUBLE[], "
-    "output_tokens DOUBLE[], warm_prompt_tokens BIGINT, warm_cache_read_tokens BIGINT",
-    "target_latency": "hour TIMESTAMPTZ, target VARCHAR, answers BIGINT, latency_ms DOUBLE[], "
-    "streams BIGINT, ttft_ms DOUBLE[]",
-    "incident_minutes": "incident_id VARCHAR, bucket TIMESTAMPTZ, target VARCHAR, calls BIGINT, "
-    "failed BIGINT, fault_kind VARCHAR, error_class VARCHAR, failures BIGINT, "
-    "retry_after_s DOUBLE",
-}
-
-# The read side: (SQL, snapshots read, parameters with their defaults), for engine.published.read.
-# A window [since, until) of minutes; sizes and latency of every hour it touches.
-QUERY_SPECS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
-    "traffic_minute": (
-        """
-        SELECT * FROM traffic_minute
-        WHERE ($since IS NULL OR bucket >= $since) AND ($until IS NULL OR bucket < $until)
-        ORDER BY bucket, route
-        """,
-        ("traffic_minute",),
-        {"since": None, "until": None},
-    ),
-    "traffic_sizes": (
-        """
-        SELECT * FROM traffic_sizes
-        WHERE ($since IS NULL OR hour > $since::TIMESTAMPTZ - INTERVAL 1 HOUR)
-          AND ($until IS NULL OR hour < $until)
-        ORDER BY hour, route
-        """,
-        ("traffic_sizes",),
-        {"since": None, "until": None},
-    ),
-    "target_latency": (
-        """
-        SELECT * FROM target_latency
-        WHERE ($since IS NULL OR hour > $since::TIMESTAMPTZ - INTERVAL 1 HOUR)
-          AND ($until IS NULL OR hour < $until)
-        ORDER BY hour, target
-        """,
-        ("target_latency",),
-        {"since": None, "until": None},
-    ),
-    "incident_minutes": (
-        """
-        SELECT * FROM incident_minutes
-        WHERE ($incident_ids IS NULL OR list_contains($incident_ids, incident_id))
-        ORDER BY incident_id, bucket, target, error_class
-        """,
-        ("incident_minutes",),
-        {"incident_ids": None},
-    ),
-    # Incidents a what-if can replay: ended, about one target, with their minutes published.
-    "replayable_incidents": (
-        """
-        SELECT * FROM incidents
-        WHERE target IS NOT NULL AND ended_at IS NOT NULL
-          AND incident_id IN (SELECT incident_id FROM incident_minutes)
-          AND ($since IS NULL OR ended_at >= $since)
-        ORDER BY started_at DESC
-        """,
-        ("incidents", "incident_minutes"),
-        {"since": None},
-    ),
-}
-
 
 class TrafficProfile:
     """When the profile is due, and what it must recompute; one per scheduler process.
@@ -317,7 +243,7 @@ def publish(
             ("target_latency", "SELECT * FROM target_latency WHERE hour >= $since", since),
             ("incident_minutes", _INCIDENT_MINUTES, margin),
         ):
-            publishing.publish(con, published_dir, name, sql, params, now=now)
+            publishing.publish(con, published_dir, name, select(name, sql), params, now=now)
 
 
 def _hour(at: datetime) -> datetime:

@@ -1,17 +1,16 @@
 """The recorder: the attempt hook that makes attempts durable without slowing or failing a request.
 
     hook (any thread, O(1)) ──► deque ──► flusher thread: price, Arrow table, Parquet file
-                          spool_dir/.<name>.tmp ──fsync, os.replace──► spool_dir/<name>.parquet
+                          spool_dir/.<name>…tmp ──fsync, rename──► spool_dir/<name>.parquet
 
 The scheduler ingests `*.parquet` files whose name does not start with "." and deletes them, so
-a file appears under its final name only once it is complete and fsynced. `<name>` is
-`{host}-{pid}-{process start ms}-{seq:08d}`: unique per process, ordered within it.
+a file appears under its final name only once it is complete and fsynced (engine.telemetry.spool
+names and writes it; the folder is fsynced once a cycle).
 
-Files grow with traffic (`FlushPacing`): a quiet recorder writes what arrived each
-`flush_interval_s`, or at `flush_rows` rows; a busy one waits for the interval instead of
-writing every `flush_rows`, so its files hold about an interval of traffic (up to `FILE_ROWS`):
-fewer, larger files, which cost the scheduler's ingest less a row. Every attempt is still in
-the spool within `flush_interval_s` of its recording (while the spool is writable).
+Files grow with traffic (engine.telemetry.pacing.FlushPacing): a quiet recorder writes what
+arrived each `flush_interval_s`, or at `flush_rows` rows; a busy one writes about an interval of
+traffic a file (up to `FILE_ROWS`). Every attempt is still in the spool within
+`flush_interval_s` of its recording (while the spool is writable).
 
 It must never raise into the chain, do I/O or pricing on the caller's thread, or grow without
 bound. When the spool cannot be written (disk full, folder unwritable or gone), the attempts stay
@@ -29,17 +28,16 @@ crash or power loss lose what is buffered (at most `flush_interval_s` of attempt
 
 A Recorder belongs to the process that created it: after a fork, create a new one in the child.
 
-With a `sink` (engine.store.postgres.PostgresSink, for gateways on several hosts) each batch goes
-to `sink.write(table)` instead of a spool file, with the same guarantees: a write that raises
-(the database is down) keeps the batch buffered for the next cycle. Breaker events still go to
-`spool_dir/events/`.
+With a `sink` (engine.telemetry.postgres_sink.PostgresSink, for gateways on several hosts) each
+batch goes to `sink.write(table)` instead of a spool file, with the same guarantees: a write that
+raises (the database is down) keeps the batch buffered for the next cycle. Breaker events still
+go to `spool_dir/events/`.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import itertools
 import logging
 import os
 import signal
@@ -57,11 +55,14 @@ import pyarrow.parquet as pq
 
 from engine.core.attempt import Attempt
 from engine.core.clock import Clock, SystemClock
+from engine.core.files import fsync_path
 from engine.telemetry import columns as records
 from engine.telemetry.breaker_events import EVENTS_DIR, BreakerEvent, write_events
+from engine.telemetry.pacing import FlushPacing
+from engine.telemetry.spool import process_name, write_spool_file
 from engine.telemetry.status import RecorderStats, RecorderStatus, StatusFile, redact
 
-__all__ = ["AttemptPricer", "AttemptSink", "FlushPacing", "Recorder", "RecorderStats"]
+__all__ = ["AttemptPricer", "AttemptSink", "Recorder", "RecorderStats"]
 
 log = logging.getLogger("switchover.recorder")
 
@@ -69,9 +70,6 @@ WARN_EVERY_S = 60.0
 # At most this many rows per file (more when flush_rows is larger): writing one takes ~0.1 s
 # of the flusher's CPU (pricing, rows, Arrow, Parquet: ~11 µs a row), well within the interval.
 FILE_ROWS = 10_000
-# Process-wide, so that two recorders in one process never pick the same file name.
-_START_MS = time.time_ns() // 1_000_000
-_SEQ = itertools.count()
 _sigterm_installed = False
 
 
@@ -88,38 +86,6 @@ class AttemptSink(Protocol):
     def write(self, table: pa.Table) -> int: ...
 
     def close(self) -> None: ...
-
-
-class FlushPacing:
-    """When the flusher writes, and so how large the spool files are. Pure: times are passed in
-    (monotonic seconds), so it is the same policy on a real or a virtual clock.
-
-    A write takes every attempt waiting. It is due `interval_s` after the previous write began,
-    less twice the time that write took (at most half the interval): the attempts waiting were
-    recorded after it began, so each is written within `interval_s` of its recording as long as
-    a write takes at most twice as long as the one before it. The rows that wake the flusher
-    before then (`threshold`) are twice those of the last write, between `min_rows` and
-    `max_rows`: at low traffic `min_rows`; at steady high traffic the deadline comes first and a
-    file holds an interval of attempts; in a burst the files double from one write to the next
-    (so that each write takes at most about twice the one before) up to `max_rows`.
-    """
-
-    def __init__(self, interval_s: float, min_rows: int, max_rows: int, now: float) -> None:
-        self.interval_s, self.min_rows, self.max_rows = interval_s, min_rows, max_rows
-        self.threshold = min_rows
-        self._began = now
-        self._margin = interval_s / 10  # until a write is measured, assume a tenth
-
-    def due(self) -> float:
-        """When the next write must begin."""
-        return self._began + self.interval_s - self._margin
-
-    def wrote(self, began: float, ended: float, rows: int) -> None:
-        """A write began at `began` with the `rows` attempts then waiting, and ended at `ended`."""
-        if rows:
-            self._margin = min(2 * (ended - began), self.interval_s / 2)
-        self.threshold = min(max(2 * rows, self.min_rows), self.max_rows)
-        self._began = began
 
 
 class Recorder:
@@ -157,7 +123,7 @@ class Recorder:
         self._drop_lock = threading.Lock()
         self._in_flight = self._written = self._files = self._dropped = self._failed = 0
         self._rejected = self._lost = 0  # of _dropped: not valid rows; buffered at close
-        self._status = StatusFile(self.spool_dir, f"{records.HOST}-{os.getpid()}-{_START_MS}")
+        self._status = StatusFile(self.spool_dir, process_name())
         self._failing = False
         self._closed = False
         self._last_error: str | None = None
@@ -279,7 +245,7 @@ class Recorder:
         # The renames themselves survive a crash: one fsync of the folder a cycle.
         if written and self.fsync and self.sink is None:
             try:
-                _fsync_dir(self.spool_dir)
+                fsync_path(self.spool_dir)
             except OSError as error:
                 self._warn("write", "cannot fsync the spool folder %s: %r", self.spool_dir, error)
         self._drop_oldest()
@@ -333,7 +299,7 @@ class Recorder:
         if self.sink is not None:
             self.sink.write(table)
         else:
-            self._write_file(table)
+            write_spool_file(self.spool_dir, table, durable=self.fsync)
         self._tell(priced)  # once the attempts are written: a retried batch is told once
         self._written += table.num_rows
         self._files += 1
@@ -341,42 +307,16 @@ class Recorder:
         self._last_flush_at = self.clock.wall()
         return table.num_rows
 
-    def _write_file(self, table: pa.Table) -> None:
-        name = f"{records.HOST}-{os.getpid()}-{_START_MS}-{next(_SEQ):08d}"
-        tmp = self.spool_dir / f".{name}.tmp"
-        self.spool_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "wb") as file:
-                pq.write_table(table, file)
-                if self.fsync:  # else a crash could leave a renamed but empty file
-                    file.flush()
-                    os.fsync(file.fileno())
-            os.replace(tmp, self.spool_dir / f"{name}.parquet")
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-
     def _table(self, priced: list[tuple[Attempt, Decimal | None, str | None]]) -> pa.Table:
-        try:
-            return records.to_table([records.to_row(*p) for p in priced])
-        except Exception:
-            # One record that cannot become a row (a value beyond its column's range, not an
-            # Attempt at all) would block the spool forever: drop it, count it, keep the rest.
-            rows = []
-            for one in priced:
-                try:
-                    row = records.to_row(*one)
-                    records.to_table([row])
-                except Exception:
-                    continue
-                rows.append(row)
-            lost = len(priced) - len(rows)
+        # One record that cannot become a row would block the spool forever: it is dropped and
+        # counted, and the rest are written.
+        table, lost = records.valid_table(priced)
+        if lost:
             with self._drop_lock:
                 self._dropped += lost
                 self._rejected += lost
             self._warn("rows", "dropped %d records that are not valid rows", lost)
-            return records.to_table(rows)
+        return table
 
     def on_priced(self, listener: Callable[[Attempt, Decimal | None], None]) -> None:
         """Call `listener(attempt, cost)` on the recorder's thread once each attempt is written
@@ -434,14 +374,6 @@ class Recorder:
         if last is None or now - last >= WARN_EVERY_S:
             self._warned_at[kind] = now
             log.warning(message, *args)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _install_sigterm_handler() -> None:

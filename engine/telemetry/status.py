@@ -25,7 +25,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
@@ -33,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.core.files import atomic_write
 from engine.core.paths import recorder_status_dir, recorder_status_fallback_dir
 
 log = logging.getLogger("switchover.recorder")
@@ -49,25 +49,6 @@ def redact(text: str) -> str:
     """An error text fit for a status file, a log line or /v1/status: credentials masked, cut."""
     text = _DSN_PASSWORD.sub(r"\1=***", _URL_PASSWORD.sub(r"\1***@", text))
     return text if len(text) <= ERROR_LIMIT else text[: ERROR_LIMIT - 1] + "…"
-
-
-def atomic_write(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    """`data` at `path`, written to a dot-named temporary beside it and renamed over it: a reader
-    sees the old file or the new one, never half. The folder is created (one level only: a
-    missing data folder is not ours to invent)."""
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as file:
-            file.write(data)
-            if fsync:
-                file.flush()
-                os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +164,8 @@ class StatusFile:
         for folder in self.folders:
             path = folder / f"{self.name}.json"
             try:
-                atomic_write(path, data, fsync=final)
+                folder.mkdir(exist_ok=True)  # one level only: a missing data folder is not ours
+                atomic_write(path, data, durable=final)
             except OSError as error:
                 errors.append(f"{folder}: {redact(f'{type(error).__name__}: {error}')}")
                 continue

@@ -12,14 +12,14 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from engine.alerts.rules import AlertingConfig
 from engine.alerts.watch import Watch
 from engine.config import parse_config
+from engine.config.alerting import AlertingConfig
 from engine.core.clock import VirtualClock
 from engine.core.errors import ChainError
 from engine.core.messages import Message, Request
 from engine.core.paths import DataPaths
-from engine.core.pricing import Pricer
+from engine.runtime.build import build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from simulations.fakes import FakeTransport
@@ -133,7 +133,7 @@ class World:
         self.watch = Watch(self.config.alerting, self.paths)
         # Priced as production prices: the config's price providers and overrides.
         self.pipeline = Pipeline(
-            self.paths, Pricer.from_config(self.config), now=self.clock.wall, watch=self.watch
+            self.paths, build_pricer(self.config), now=self.clock.wall, watch=self.watch
         )
         self.failed_requests = 0
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from engine.alerts.conditions import Context, evaluate
-from engine.alerts.rules import DEFAULT_RULES, Rule
+from engine.config.alerting import DEFAULT_RULES, Rule
 from engine.store.db import open_store
 
 from .store_rows import attempt, breaker_event, rollup

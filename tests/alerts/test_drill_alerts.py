@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from engine.alerts.incidents import IncidentPolicy
-from engine.state.drills import start_drill
+from engine.runtime.drills import start_drill
 
 from .harness import SlackStandIn, World, config
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from engine.state.drills import DrillError, DrillRefused, end_drill, start_drill
+from engine.runtime.drills import DrillError, DrillRefused, end_drill, start_drill
 
 from .harness import PRIMARY, World, config
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engine.alerts.conditions import Context, evaluate
-from engine.alerts.rules import DEFAULT_RULES
+from engine.config.alerting import DEFAULT_RULES
 from engine.store import open_store
 from engine.store.rollups import refresh
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from engine.alerts.rules import DEFAULT_RULES, parse_duration
 from engine.config import parse_config
+from engine.config.alerting import DEFAULT_RULES, parse_duration
 from engine.core.errors import ConfigError
 
 BASE = {

@@ -10,7 +10,9 @@ import pytest
 from redis.asyncio import Redis
 
 from engine.core.clock import VirtualClock
-from engine.state.switches import RedisTargetSwitches, Switches, TargetSwitches
+from engine.state.switches import Switches
+from engine.state.switches_file import TargetSwitches
+from engine.state.switches_redis import RedisTargetSwitches
 
 T, ROUTE = "gpt/gpt-4.1-mini", "classify"
 FOUND = "backup claude/claude-haiku-4-5: breaker open (account)"

@@ -16,8 +16,8 @@ from redis.exceptions import RedisError
 
 from engine.core.attempt import Attempt
 from engine.core.clock import VirtualClock
-from engine.state.health_scores import RedisHealthScores
-from engine.state.switches import RedisTargetSwitches
+from engine.state.health_scores_redis import RedisHealthScores
+from engine.state.switches_redis import RedisTargetSwitches
 
 from .conftest import RedisServer, free_port, redis_binary
 

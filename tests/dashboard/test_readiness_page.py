@@ -16,7 +16,7 @@ import pytest
 from alerts.harness import PRIMARY, World, config
 
 from dashboard.definitions import define
-from dashboard.readiness import (
+from dashboard.readiness_metrics import (
     BELOW,
     MET,
     drill_why,
@@ -28,7 +28,7 @@ from engine.core.money import format_usd
 from engine.core.paths import DataPaths
 from engine.published.publish import publish
 from engine.published.read import PublishedData
-from engine.state.drills import start_drill
+from engine.runtime.drills import start_drill
 from engine.store.db import open_store
 
 from .conftest import CLAUDE, DRILLS, EVAL_RESULTS, EVAL_RUNS, GPT

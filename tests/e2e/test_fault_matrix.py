@@ -16,7 +16,7 @@ import pytest
 
 from engine.core.errors import RequestFailed
 from engine.core.messages import MessageEnd, StreamError, StreamStart, TextDelta
-from engine.providers.base import MAX_UNREADABLE_EVENTS
+from engine.providers.stream import MAX_UNREADABLE_EVENTS
 from simulations.fakes import CATALOGUE, Fault
 
 from .conftest import Stack, ask, collect

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engine.core.messages import Message, Request, Text, Tool, ToolCall, ToolResult
-from engine.providers.anthropic_codec import sanitize_tool_id
+from engine.providers.codec import sanitize_tool_id
 
 from .conftest import Stack
 

@@ -16,9 +16,9 @@ from engine.config import Config, parse_config
 from engine.core.clock import VirtualClock
 from engine.core.errors import ConfigError
 from engine.core.paths import DataPaths
-from engine.core.pricing import Pricer
 from engine.evals import EvalResult, EvalRun, parse_cases, run_eval, write_run
 from engine.evals.cases import CaseSet
+from engine.runtime.build import build_pricer
 from simulations.fakes import FakeTransport
 
 PRIMARY, BACKUP = "claude-sonnet-4-5", "gpt-4.1-mini"
@@ -149,7 +149,7 @@ def test_personal_data_is_masked_as_the_route_masks_it():
 def test_costs_are_the_pricers_on_the_tokens_used():
     rig = Rig()
     run = rig.run(cases(2, 'regex = "echo"'))
-    pricer = Pricer.from_config(rig.config)
+    pricer = build_pricer(rig.config)
     for r in run.results:
         provider, model = r.target.split("/")
         kind = rig.config.providers[provider].kind

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from engine.core.paths import DataPaths
-from engine.state.switches import TargetSwitches
+from engine.state.switches_file import TargetSwitches
 
 from .conftest import GATEWAY_KEY, user
 

@@ -1,6 +1,7 @@
-"""engine/store/postgres.py against a real PostgreSQL: the sink stores each attempt once, the
-pull moves each row into DuckDB once however commits interleave, and a PostgreSQL that is down
-costs a delay, never an attempt or an exception."""
+"""The PostgreSQL sink (engine/telemetry/postgres_sink.py) and pull (engine/store/postgres_pull.py)
+against a real PostgreSQL: the sink stores each attempt once, the pull moves each row into DuckDB
+once however commits interleave, and a PostgreSQL that is down costs a delay, never an attempt
+or an exception."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ from engine.core.paths import DataPaths
 from engine.scheduler.pipeline import Pipeline
 from engine.store import open_store
 from engine.store.ingest import ingest_spool
-from engine.store.postgres import PostgresSink, PostgresSource, connect, copy_rows, describe
+from engine.store.postgres_pull import PostgresSource
 from engine.telemetry import columns as records
+from engine.telemetry.postgres_sink import PostgresSink, connect, copy_rows, describe
 from engine.telemetry.recorder import Recorder
 
 from .conftest import Server

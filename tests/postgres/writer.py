@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.core.attempt import Attempt
-from engine.store.postgres import PostgresSink
+from engine.telemetry.postgres_sink import PostgresSink
 from engine.telemetry.recorder import Recorder
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 
 from engine.core.clock import VirtualClock
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 
 
 class Recorder:

@@ -32,7 +32,8 @@ from engine.core.messages import (
     UsageUpdate,
 )
 from engine.providers import AnthropicProvider, Provider
-from engine.providers.anthropic_codec import encode_request, sanitize_tool_id
+from engine.providers.anthropic_codec import encode_request
+from engine.providers.codec import sanitize_tool_id
 
 from .recorder import make_provider
 

@@ -33,8 +33,9 @@ from engine.core.messages import (
     UsageUpdate,
 )
 from engine.providers import OpenAIProvider, Provider
+from engine.providers.codec import parse_arguments
 from engine.providers.openai import max_tokens_field_for
-from engine.providers.openai_codec import encode_request, parse_arguments
+from engine.providers.openai_codec import encode_request
 
 from .recorder import make_provider
 

@@ -25,7 +25,7 @@ from engine.core.messages import (
     Usage,
 )
 from engine.providers import AnthropicProvider, OpenAIProvider
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 from engine.providers.stream import FINISH_GRACE_S
 
 ASK = Request(messages=(Message.user("hi"),), max_tokens=64)

@@ -12,7 +12,8 @@ import pytest
 from engine.core.errors import ProviderFault
 from engine.core.messages import Message, MessageEnd, Request, StreamEvent, TextDelta
 from engine.providers import AnthropicProvider, OpenAIProvider
-from engine.providers.base import MAX_UNREADABLE_EVENTS, HttpProvider
+from engine.providers.http import HttpProvider
+from engine.providers.stream import MAX_UNREADABLE_EVENTS
 from simulations.fakes import FakeProviders
 
 from .recorder import make_provider

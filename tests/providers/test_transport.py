@@ -24,7 +24,7 @@ from engine.fallback.chain import Chain
 from engine.fallback.policy import Policy
 from engine.fallback.target import Target
 from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import HttpProvider
+from engine.providers.http import HttpProvider
 from engine.providers.openai import OpenAIProvider
 from engine.providers.transport import AiohttpTransport, default_transport, httpx_class
 from simulations.fakes import FakeProviders

@@ -18,7 +18,8 @@ from pathlib import Path
 from alerts.harness import World
 
 from engine.core.paths import DataPaths
-from engine.state.drills import Drill, start_drill
+from engine.runtime.drills import start_drill
+from engine.state.drills import Drill
 from simulations.demo import DEMO_KEY_ENV, demo_config, demo_text
 from simulations.history import seed_history
 

@@ -19,7 +19,7 @@ from engine.config import ReportsConfig
 from engine.published.read import PublishedData
 from engine.reports import render
 from engine.reports.week import build_week
-from engine.scheduler.pipeline import weekly_report
+from engine.scheduler.weekly_report import weekly_report
 
 WEEK = "2026-W47"
 DRILL_AT = datetime(2026, 11, 17, 14, 20, tzinfo=UTC)  # Tuesday, during the traffic below

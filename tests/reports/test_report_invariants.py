@@ -26,10 +26,11 @@ import pytest
 
 from engine.published.read import PublishedData
 from engine.reports import events, render
+from engine.reports.content import WeekReport
 from engine.reports.dates import moment, week_days
 from engine.reports.summary import fallback_cost
 from engine.reports.tables import tables
-from engine.reports.week import WeekReport, build_week
+from engine.reports.week import build_week
 from simulations.history import PAST_INCIDENTS
 
 from .fortnight import DAYS, END, WEEKS

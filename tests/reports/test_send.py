@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from alerts.harness import START, SlackStandIn, World, config
 
-from engine.alerts.rules import Receiver
 from engine.config import ConfigError, ReportsConfig, parse_config
+from engine.config.alerting import Receiver
 from engine.reports import send
-from engine.scheduler.pipeline import weekly_report
+from engine.scheduler.weekly_report import weekly_report
 
 
 @pytest.fixture(scope="module")

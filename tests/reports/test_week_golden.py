@@ -14,15 +14,16 @@ import pandas as pd
 import pytest
 from alerts.harness import PRIMARY
 
-from engine.alerts.families import describe
+from engine.core.fault_families import describe
 from engine.core.money import format_usd
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.published.publish import publish
 from engine.published.read import PublishedData
 from engine.reports import render
+from engine.reports.content import CostLine, RouteWeek
 from engine.reports.dates import duration, moment
-from engine.reports.week import CostLine, RouteWeek, build_week
+from engine.reports.week import build_week
 from engine.store.db import open_store
 
 from .weeks import (

@@ -26,7 +26,8 @@ from alerts.harness import PRIMARY, World, config
 
 from engine.core.paths import DataPaths
 from engine.published.read import PublishedData
-from engine.reports.week import WeekReport, build_week
+from engine.reports.content import WeekReport
+from engine.reports.week import build_week
 
 WEEK = "2026-W47"
 START = datetime(2026, 11, 16, tzinfo=UTC)  # Monday 00:00

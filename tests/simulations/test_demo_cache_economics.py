@@ -23,6 +23,7 @@ import pytest
 
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
+from engine.runtime.build import build_pricer
 from engine.scheduler.pipeline import Pipeline
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.fakes import Call
@@ -45,10 +46,10 @@ def history(tmp_path_factory):
     config = demo_config(8700)
     seed_history(paths, config, days=DAYS, end=END, peak_per_minute=1.5,
                  environ={DEMO_KEY_ENV: "k"}, say=lambda _: None, fakes_log=calls)  # fmt: skip
-    pipeline = Pipeline(paths, Pricer.from_config(config), now=lambda: END)
+    pipeline = Pipeline(paths, build_pricer(config), now=lambda: END)
     try:
         pipeline.cycle()
-        yield pipeline.con, calls, Pricer.from_config(config)
+        yield pipeline.con, calls, build_pricer(config)
     finally:
         pipeline.close()
 

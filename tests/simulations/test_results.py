@@ -27,8 +27,8 @@ from simulations.results import (
     as_json,
     from_json,
 )
-from simulations.scenario import library, load_scenario, parse_scenario
-from simulations.simulate import simulate, slug
+from simulations.scenario import library, load_scenario, parse_scenario, slug
+from simulations.simulate import simulate
 
 SMALL = {
     "name": "small outage",

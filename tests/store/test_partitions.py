@@ -12,9 +12,10 @@ import duckdb
 import pytest
 
 from engine.published import partitions
+from engine.published.catalogue import RECENT_ATTEMPTS
 from engine.published.partitions import append as publish_recent_attempts
 from engine.published.partitions import compact as compact_recent_attempts
-from engine.published.publish import RECENT_ATTEMPTS, read_manifest
+from engine.published.publish import read_manifest
 from engine.published.read import PublishedData
 from engine.store import ingest_spool, open_store
 

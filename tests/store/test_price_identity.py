@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from alerts.harness import START, World
 
-from engine.core.pricing import Pricer
+from engine.runtime.build import build_pricer
 
 NANO = Decimal("1e-9")
 GROQ_MODEL = "llama-3.3-70b-versatile"
@@ -60,7 +60,7 @@ def _hand(world: World, route: str, provider: str, model: str) -> tuple[Decimal,
     """The route's fallback premium and cache loss, as docs/metrics.md defines them: for each
     answer a backup served, its cost minus what the primary would have charged for the same
     tokens at its healthy cache-hit ratio (its successes in the 24 hours before the hour)."""
-    pricer = Pricer.from_config(world.config)
+    pricer = build_pricer(world.config)
     attempts = _attempts(world)
     primary = attempts[(attempts["target"] == f"{provider}/{model}")
                        & (attempts["outcome"] == "success")]  # fmt: skip

@@ -10,8 +10,9 @@ from datetime import timedelta
 import duckdb
 import pytest
 
+from engine.published.catalogue import RECENT_ATTEMPTS
 from engine.published.partitions import append as publish_recent_attempts
-from engine.published.publish import MANIFEST, RECENT_ATTEMPTS, publish, read_manifest
+from engine.published.publish import MANIFEST, publish, read_manifest
 from engine.published.read import PublishedData
 from engine.store import ingest_spool
 

@@ -10,8 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
+from engine.published.catalogue import SNAPSHOT_COLUMNS
 from engine.published.partitions import append as publish_recent_attempts
-from engine.published.read import QUERIES, REQUIRED, SNAPSHOT_COLUMNS, PublishedData
+from engine.published.queries import QUERIES
+from engine.published.query import REQUIRED
+from engine.published.read import PublishedData
 from engine.store import ingest_spool
 from engine.telemetry.columns import COLUMN_NAMES
 

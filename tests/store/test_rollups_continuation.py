@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from engine.core.attempt import Attempt
-from engine.store.readiness_tables import READINESS_TABLES
+from engine.store.eval_drill_tables import READINESS_TABLES
 from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
 from engine.telemetry.columns import DUCKDB_COLUMNS, to_row, to_table
 

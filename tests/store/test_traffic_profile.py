@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.alerts.families import BY_NAME
+from engine.core.fault_families import BY_NAME
 from engine.core.paths import DataPaths
-from engine.published.read import SNAPSHOT_COLUMNS, PublishedData
+from engine.published.catalogue import LEVELS, REPLAY_MARGIN, SNAPSHOT_COLUMNS
+from engine.published.read import PublishedData
 from engine.scheduler.pipeline import Pipeline
-from engine.store.traffic_profile import LEVELS, PROFILE_EVERY, REPLAY_MARGIN
+from engine.store.traffic_profile import PROFILE_EVERY
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.history import seed_history
 

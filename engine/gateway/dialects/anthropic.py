@@ -2,11 +2,11 @@
 `Request` (`anthropic_request`), and neutral answers, streams and errors back in the shapes the
 official `anthropic` SDK parses.
 
-The mirror image of `engine.providers.anthropic_codec`, whose helpers it reuses. Toward the
-caller: tool ids in Anthropic's alphabet (sanitized as the provider codec does), arguments
-that were not JSON wrapped as `{"_raw_arguments": ...}` exactly as the provider codec wraps
-them, `input_tokens` without cached tokens, and a stream's blocks numbered across text and
-tool calls. Never does I/O; the app decides statuses.
+The mirror image of `engine.providers.anthropic_codec`, whose shared helpers it reuses
+(engine.providers.codec). Toward the caller: tool ids in Anthropic's alphabet (sanitized as the
+provider codec does), arguments that were not JSON wrapped as `{"_raw_arguments": ...}` exactly
+as the provider codec wraps them, `input_tokens` without cached tokens, and a stream's blocks
+numbered across text and tool calls. Never does I/O; the app decides statuses.
 """
 
 from __future__ import annotations
@@ -29,9 +29,7 @@ from engine.core.messages import (
 )
 from engine.gateway.dialects.anthropic_request import parse
 from engine.gateway.dialects.base import EncoderBase, Parsed, sse_event
-from engine.providers.anthropic_codec import sanitize_tool_id
-from engine.providers.codec import tool_input
-from engine.providers.openai_codec import parse_arguments
+from engine.providers.codec import parse_arguments, sanitize_tool_id, tool_input
 
 __all__ = ["ANTHROPIC", "AnthropicDialect", "AnthropicStreamEncoder", "error_type_for"]
 

@@ -2,10 +2,11 @@
 the neutral `Request` (`openai_request`), and neutral answers, streams and errors back in the
 shapes the official `openai` SDK parses.
 
-The mirror image of `engine.providers.openai_codec`, whose helpers it reuses. Toward the caller:
-arguments written as the provider's exact string (even when it is not JSON), `prompt_tokens`
-that include cached tokens, tool calls numbered 0, 1, ... in a stream, and a usage chunk only
-when the caller asked for one. Never does I/O; the app decides statuses.
+The mirror image of `engine.providers.openai_codec`, whose shared helpers it reuses
+(engine.providers.codec). Toward the caller: arguments written as the provider's exact string
+(even when it is not JSON), `prompt_tokens` that include cached tokens, tool calls numbered 0,
+1, ... in a stream, and a usage chunk only when the caller asked for one. Never does I/O; the
+app decides statuses.
 """
 
 from __future__ import annotations

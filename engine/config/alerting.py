@@ -1,4 +1,4 @@
-"""Alert rules and receivers: `[[alerts]]` and `[alerting]` in switchover.toml.
+"""[[alerts]] and [alerting]: alert rules and receivers, as switchover.toml gives them.
 
     [alerting]
     builtin_rules = true            # the defaults below, unless a rule of yours takes the name
@@ -17,18 +17,21 @@
     window = "10m"
     routes = ["support"]
 
-Rules are data; `engine.alerts.conditions` gives each kind its meaning. The configuration also
-hands the alerts each provider's key variable (`api_key_env`, never the key): a credential alert
-names the credential a target failed with.
+Rules are data; `engine.alerts.conditions` gives each kind its meaning. They live with the
+configuration, below the alerts that evaluate them (engine.config.alerting re-exports them for
+those). The configuration also hands the alerts each provider's key variable (`api_key_env`,
+never the key): a credential alert names the credential a target failed with.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from engine.config.checks import Fail, no_unknown
 
 Severity = Literal["warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("warning", "critical")
@@ -137,9 +140,6 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 
-Fail = Callable[[str, str], Exception]
-
-
 def parse_alerting(
     alerts: Any,
     alerting: Any,
@@ -152,9 +152,7 @@ def parse_alerting(
     alerting = alerting if alerting is not None else {}
     if not isinstance(alerting, Mapping):
         raise fail("alerting", "must be a table")
-    for key in alerting:
-        if key not in _ALERTING_KEYS:
-            raise fail(f"alerting.{key}", f"unknown key (allowed: {', '.join(_ALERTING_KEYS)})")
+    no_unknown(alerting, _ALERTING_KEYS, "alerting", fail)
     builtin = alerting.get("builtin_rules", True)
     if not isinstance(builtin, bool):
         raise fail("alerting.builtin_rules", "must be true or false")
@@ -266,9 +264,7 @@ def _receiver(i: int, raw: Any, fail: Fail) -> Receiver:
 def _known_keys(raw: Any, where: str, allowed: tuple[str, ...], fail: Fail) -> None:
     if not isinstance(raw, Mapping):
         raise fail(where, "must be a table")
-    for key in raw:
-        if key not in allowed:
-            raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(allowed)})")
+    no_unknown(raw, allowed, where, fail)
 
 
 def _number(value: Any) -> bool:

@@ -1,8 +1,8 @@
 """The tables of fallback readiness: eval runs and their per-case results (`switchover eval`),
 and fault drills (`switchover drill`). Created by migration 6, published whole as snapshots of
-the same names, read by the Readiness page, the weekly report and the `eval_pass_rate` alert.
-Frozen by that migration: a change needs a migration of its own (DRILL_ABORT_COLUMNS, below, is
-the next one's)."""
+the same names (engine.published.catalogue), read by the Readiness page, the weekly report and
+the `eval_pass_rate` alert. Frozen by that migration: a change needs a migration of its own
+(DRILL_ABORT_COLUMNS, below, is the next one's)."""
 
 READINESS_TABLES: dict[str, str] = {
     # One run of a case file through every target of one route, each target in isolation.

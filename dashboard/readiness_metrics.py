@@ -1,9 +1,9 @@
 """What the Readiness page (and the Drills section of Incidents & alerts) show, computed from
 the published frames: which eval run is a route's latest and which of its targets fall below
 the route's minimum pass rate, what the drills found, and how often each target's answers
-broke their contract. Pure functions of DataFrames, no Streamlit, as dashboard.figures.
+broke their contract. Pure functions of DataFrames, no Streamlit, as dashboard.metrics.
 
-The pass rates themselves come computed from the `eval_scores` query (engine/published/read.py),
+The pass rates themselves come computed from the `eval_scores` query (engine/published/queries.py),
 the one definition the weekly report shares; definitions are docs/metrics.md's (Readiness).
 """
 

@@ -6,9 +6,11 @@
     account        401, 403, 402, 404 model, quota, spend limit: the key or the account
 
 Each family names the attempt `fault_kind`s it counts (engine.telemetry.columns) and the rollup
-columns
-that count them (engine.store.rollups). A fault drill's attempts (`fault_kind = "drill"`) and
-request faults belong to no family: the first are an exercise, the second the caller's.
+columns that count them (engine.store.rollups). A fault drill's attempts (`fault_kind = "drill"`)
+and request faults belong to no family: the first are an exercise, the second the caller's.
+
+Vocabulary, so in the core: the store's traffic profile, the alerts' incidents, the reports, the
+dashboard and the simulator all name failures by these families.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from engine.alerts.families import describe
-from engine.core.money import format_change
+from engine.core.fault_families import describe
+from engine.core.money import format_change, price_difference
 
 # The Live page's "last 5 min"; a target's fault share over it: below DEGRADED healthy, from
 # DOWN down.
@@ -495,7 +495,7 @@ def cost_summary(rollups: pd.DataFrame) -> CostSummary:
         cost=_sum(rollups, "cost_usd"),
         per_answered=_sum(rollups, "cost_usd") / answered if answered else None,
         premium=premium,
-        price_difference=premium - cache_loss,
+        price_difference=price_difference(premium, cache_loss),
         cache_loss=cache_loss,
         rewarm=_sum(rollups, "rewarm_usd"),
         wasted=_sum(rollups, "wasted_usd"),

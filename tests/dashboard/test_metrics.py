@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import pytest
 
-from dashboard import charts, figures
+from dashboard import charts
+from dashboard import metrics as figures
 
 NOW = datetime(2026, 11, 23, 12, 0, 30, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
