@@ -48,8 +48,14 @@ def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
 
 def outcomes(frame: pd.DataFrame) -> go.Figure:
     """Attempts per bucket, stacked by provider, the failed ones hatched."""
-    fig = px.bar(frame, x="bucket", y="attempts", color="provider",
-                 pattern_shape="outcome", pattern_shape_map={"ok": "", "failed": "x"})  # fmt: skip
+    fig = px.bar(
+        frame,
+        x="bucket",
+        y="attempts",
+        color="provider",
+        pattern_shape="outcome",
+        pattern_shape_map={"ok": "", "failed": "x"},
+    )
     return _layout(fig, "Attempts by provider and outcome", "attempts")
 
 
@@ -70,8 +76,7 @@ def stacked(
         return _layout(px.bar(frame, x=x, y=y, color=color), title, yaxis)
     shown = frame.assign(shown=[format_usd(v) for v in frame[y]])
     fig = px.bar(shown, x=x, y=y, color=color, custom_data=["shown"])
-    fig.update_traces(hovertemplate="%{x}<br>%{fullData.name}: %{customdata[0]}"
-                                    "<extra></extra>")  # fmt: skip
+    fig.update_traces(hovertemplate="%{x}<br>%{fullData.name}: %{customdata[0]}<extra></extra>")
     stacks = frame.assign(size=frame[y].astype(float).abs()).groupby(x)["size"].sum()
     fig.update_yaxes(tickformat=usd_ticks(stacks))
     return _layout(fig, title, yaxis)
@@ -96,8 +101,16 @@ def lines_by(frame: pd.DataFrame, x: str, y: str, color: str, title: str, yaxis:
     multiples), in its dashboard-wide colour: in one panel, two candidates with the same
     series would draw one line exactly over the other."""
     names = list(dict.fromkeys(frame[color]))
-    fig = px.line(frame, x=x, y=y, color=color, facet_row=color, markers=True,
-                  category_orders={color: names}, color_discrete_map=colours(names))  # fmt: skip
+    fig = px.line(
+        frame,
+        x=x,
+        y=y,
+        color=color,
+        facet_row=color,
+        markers=True,
+        category_orders={color: names},
+        color_discrete_map=colours(names),
+    )
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # name only
     _layout(fig, f"{title} ({yaxis})", "")  # one unit for every panel, in the title
     fig.update_yaxes(title=None, rangemode="tozero")
@@ -170,9 +183,15 @@ class Timeline:
 
 
 def timeline_bars(
-    frame: pd.DataFrame, y: str, color: str, colour_map: dict[str, str], title: str,
-    yaxis: str, t: Timeline, order: Iterable[str] | None = None,
-) -> go.Figure:  # fmt: skip
+    frame: pd.DataFrame,
+    y: str,
+    color: str,
+    colour_map: dict[str, str],
+    title: str,
+    yaxis: str,
+    t: Timeline,
+    order: Iterable[str] | None = None,
+) -> go.Figure:
     """Stacked bars of `y` per bucket (UTC) and `color`, the buckets still counting lighter."""
     fig = go.Figure()
     names = list(order) if order is not None else sorted(set(frame[color]))
@@ -180,18 +199,28 @@ def timeline_bars(
         mine = frame[frame[color] == name]
         x = pd.to_datetime(mine["bucket"], utc=True).dt.tz_convert(t.tz)
         opacity = [PARTIAL_OPACITY if at >= t.local(t.counting_from) else 1.0 for at in x]
-        fig.add_bar(x=x, y=mine[y], name=str(name),
-                    marker={"color": colour_map.get(name, colour_of(str(name))),
-                            "opacity": opacity},
-                    hovertemplate=f"%{{x}}<br>{name}: %{{y:,}}<extra></extra>")  # fmt: skip
+        fig.add_bar(
+            x=x,
+            y=mine[y],
+            name=str(name),
+            marker={"color": colour_map.get(name, colour_of(str(name))), "opacity": opacity},
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:,}}<extra></extra>",
+        )
     fig.update_layout(barmode="stack")
     return _timeline_layout(fig, title, yaxis, t)
 
 
 def timeline_lines(
-    frame: pd.DataFrame, y: str, series: str, title: str, yaxis: str, t: Timeline,
-    colour_map: dict[str, str] | None = None, dotted: Iterable[str] = (), unit: str = "",
-) -> go.Figure:  # fmt: skip
+    frame: pd.DataFrame,
+    y: str,
+    series: str,
+    title: str,
+    yaxis: str,
+    t: Timeline,
+    colour_map: dict[str, str] | None = None,
+    dotted: Iterable[str] = (),
+    unit: str = "",
+) -> go.Figure:
     """One line of `y` per value of `series` over the buckets (UTC); each series' segment
     into the buckets still counting is lighter. `unit`: "usd" ("-$0.0021"), "share"
     ("54.8%"), else a plain number."""
@@ -212,8 +241,14 @@ def timeline_lines(
         }  # fmt: skip
         fig.add_scatter(x=x[done], y=values[done], customdata=said[done], **style)
         if (~done).any():
-            fig.add_scatter(x=x[tail], y=values[tail], customdata=said[tail], showlegend=False,
-                            opacity=PARTIAL_OPACITY, **style)  # fmt: skip
+            fig.add_scatter(
+                x=x[tail],
+                y=values[tail],
+                customdata=said[tail],
+                showlegend=False,
+                opacity=PARTIAL_OPACITY,
+                **style,
+            )
     if unit in _TICKS:
         fig.update_yaxes(tickformat=_TICKS[unit])
     elif unit == "usd":
@@ -237,17 +272,38 @@ def _timeline_layout(fig: go.Figure, title: str, yaxis: str, t: Timeline) -> go.
         start, end = t.local(m.start), t.local(m.end)
         if m.kind == "alert":
             ends = [(start, FIRED)] + ([] if m.ongoing else [(end, RESOLVED)])
-            shapes += [_marker("line", at, at, line={"color": colour, "width": 1, "dash": "dot"},
-                               opacity=0.6) for at, colour in ends]  # fmt: skip
+            shapes += [
+                _marker(
+                    "line", at, at, line={"color": colour, "width": 1, "dash": "dot"}, opacity=0.6
+                )
+                for at, colour in ends
+            ]
         else:
             colour = INCIDENT if m.kind == "incident" else DRILL
-            shapes.append(_marker("rect", start, end, fillcolor=colour, opacity=0.1,
-                                  line={"width": 0}, layer="below"))  # fmt: skip
+            shapes.append(
+                _marker(
+                    "rect",
+                    start,
+                    end,
+                    fillcolor=colour,
+                    opacity=0.1,
+                    line={"width": 0},
+                    layer="below",
+                )
+            )
     fig.update_layout(shapes=shapes)
     note = f"lighter from {t.local(t.counting_from):%H:%M}: still counting"
-    fig.add_annotation(x=t.local(t.end), y=1, xref="x", yref="paper", text=note,
-                       showarrow=False, xanchor="right", yanchor="bottom",
-                       font={"size": 10, "color": "#7f7f7f"})  # fmt: skip
+    fig.add_annotation(
+        x=t.local(t.end),
+        y=1,
+        xref="x",
+        yref="paper",
+        text=note,
+        showarrow=False,
+        xanchor="right",
+        yanchor="bottom",
+        font={"size": 10, "color": "#7f7f7f"},
+    )
     fig.update_xaxes(range=[t.local(t.start), t.local(t.end)])
     # A legend even for one series: "529" alone must still say what the bars count.
     return _layout(fig, title, yaxis).update_layout(

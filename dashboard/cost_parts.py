@@ -67,10 +67,13 @@ def usd_column(values: Iterable[object], *, change: bool = False, missing: str =
     amounts = [None if pd.isna(v) else to_decimal(v) for v in values]  # type: ignore[arg-type]
     digits = column_digits(a for a in amounts if a is not None)
     return [
-        missing if a is None else said_as_change(format_usd(a, digits)) if change
+        missing
+        if a is None
+        else said_as_change(format_usd(a, digits))
+        if change
         else format_usd(a, digits)
         for a in amounts
-    ]  # fmt: skip
+    ]
 
 
 def usd_each(values: Iterable[object], missing: str = "—") -> list[str]:

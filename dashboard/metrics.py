@@ -175,8 +175,15 @@ def target_health(
         said += [passed[target][1]] if target in passed else []
         said += running.get(target, [])
         share = faults / attempts if attempts else None
-        rows.append(dict(zip(columns, [target, status, attempts, share, top, state,
-                                       " · ".join(said)], strict=True)))  # fmt: skip
+        rows.append(
+            dict(
+                zip(
+                    columns,
+                    [target, status, attempts, share, top, state, " · ".join(said)],
+                    strict=True,
+                )
+            )
+        )
     frame = pd.DataFrame(rows, columns=columns)
     worst_first = frame["status"].map(_STATUS_RANK.get).astype(int)
     return (
@@ -535,8 +542,10 @@ def incident_table(incidents: pd.DataFrame, now: datetime) -> pd.DataFrame:
     ongoing = incidents["ended_at"].isna()
     families = incidents["family"] if "family" in incidents else pd.Series(None, incidents.index)
     what = [describe(s, f) for s, f in zip(incidents["subject"], families, strict=True)]
-    routes = [[r for r in str(v).split(", ") if r] if isinstance(v, str) else []
-              for v in incidents["routes"]]  # fmt: skip
+    routes = [
+        [r for r in str(v).split(", ") if r] if isinstance(v, str) else []
+        for v in incidents["routes"]
+    ]
     return incidents.assign(
         end=end,
         duration=duration.where(~ongoing, duration + ", ongoing"),

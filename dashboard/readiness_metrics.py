@@ -122,8 +122,11 @@ def preflight_note(drill: pd.Series) -> str | None:
     found = report.get("preflight")
     if not isinstance(found, str) or not found:
         return None
-    return ("started with --force although no other target was healthy: " if report.get("forced")
-            else "at its start the pre-flight found: ") + found  # fmt: skip
+    return (
+        "started with --force although no other target was healthy: "
+        if report.get("forced")
+        else "at its start the pre-flight found: "
+    ) + found
 
 
 def _report(drill: pd.Series) -> dict:
@@ -153,8 +156,10 @@ def waiting_text(drill: Any, stamp: Callable[[datetime], str]) -> str:
     if not running and isinstance(why, str) and why:
         parts.append(why)
     parts.append(f"requested by {drill.requested_by}")
-    return (f"A drill on **{drill.target}** {'is running' if running else 'has ended'} "
-            f"({', '.join(parts)}): its report comes once its attempts are in.")  # fmt: skip
+    return (
+        f"A drill on **{drill.target}** {'is running' if running else 'has ended'} "
+        f"({', '.join(parts)}): its report comes once its attempts are in."
+    )
 
 
 def drill_table(drills: pd.DataFrame, now: datetime) -> pd.DataFrame:

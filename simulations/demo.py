@@ -104,10 +104,13 @@ async def run_demo(
         plan_incidents(fake, incidents)
         config = _demo_folder(paths, fake.port)
         say(f"fake providers on {fake.base_url} (control: {fake.base_url}/_fake/log)")
-        say("incidents every 15 min: " + "; ".join(
-            f"{model} {fault.split(':')[0]} at +{start:g}s for {duration:g}s"
-            for model, start, duration, fault in incidents
-        ))  # fmt: skip
+        say(
+            "incidents every 15 min: "
+            + "; ".join(
+                f"{model} {fault.split(':')[0]} at +{start:g}s for {duration:g}s"
+                for model, start, duration, fault in incidents
+            )
+        )
         await start_stack(
             processes, config, paths, gateway_port=gateway_port, dashboard_port=dashboard_port
         )

@@ -206,8 +206,13 @@ class Columns:
     @classmethod
     def of(cls, traffic: Any) -> Columns:
         if hasattr(traffic, "at_s") and isinstance(traffic.at_s, np.ndarray):
-            return cls(traffic.at_s, traffic.route, traffic.input_tokens, traffic.output_tokens,
-                       tuple(traffic.routes))  # fmt: skip
+            return cls(
+                traffic.at_s,
+                traffic.route,
+                traffic.input_tokens,
+                traffic.output_tokens,
+                tuple(traffic.routes),
+            )
         routes = tuple(dict.fromkeys(a.route for a in traffic))
         index = {r: i for i, r in enumerate(routes)}
         return cls(
@@ -310,8 +315,10 @@ class FastForward:
             for rows, shift in ((mine, 0), (spill, 0), (spill, 1)):
                 tries = self._tries(first if rows is mine else backs)
                 requests += np.bincount(minute[rows] + shift, minlength=size)[:size] * tries
-                used += np.bincount(minute[rows] + shift, weights=tokens[rows],
-                                    minlength=size)[:size] * tries  # fmt: skip
+                used += (
+                    np.bincount(minute[rows] + shift, weights=tokens[rows], minlength=size)[:size]
+                    * tries
+                )
             over = np.zeros(size, dtype=bool)
             if limits.rpm is not None:
                 over |= requests >= limits.rpm
@@ -400,9 +407,14 @@ class FastForward:
 
     def learn(self, attempt: Attempt) -> None:
         """The attempt hook: keep the chain's record of a quiet success, per route."""
-        if (attempt.served and attempt.fallback_depth == 0 and attempt.attempt_number == 1
-                and attempt.breaker_state == "closed" and attempt.route not in self.templates
-                and attempt.quality_error is None):  # fmt: skip
+        if (
+            attempt.served
+            and attempt.fallback_depth == 0
+            and attempt.attempt_number == 1
+            and attempt.breaker_state == "closed"
+            and attempt.route not in self.templates
+            and attempt.quality_error is None
+        ):
             self.templates[attempt.route] = attempt
 
     @property
@@ -516,8 +528,9 @@ class FastForward:
         for group in np.split(order, bounds):
             at = datetime.fromtimestamp(int(minutes[group[0]]) * 60, tz=UTC)
             part = tuple(c[group] for c in counts)
-            found = pricer.price_columns(template.provider, template.provider_kind,
-                                         template.model, at, part)  # fmt: skip
+            found = pricer.price_columns(
+                template.provider, template.provider_kind, template.model, at, part
+            )
             if found is None:  # only `price` can say: one attempt at a time
                 for j, row in enumerate(group):
                     value, row_source = pricer.price(_with_counts(template, part, j))

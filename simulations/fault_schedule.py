@@ -103,8 +103,16 @@ def faults_of(
             retry = _median(stretch.retry_after) if kind == "rate_limit" else None
             share = round(min(1.0, stretch.share), 3)
             if share > 0:
-                faults.append(Fault(target, kind, (lo - start).total_seconds(),
-                                    (hi - start).total_seconds(), share, retry))  # fmt: skip
+                faults.append(
+                    Fault(
+                        target,
+                        kind,
+                        (lo - start).total_seconds(),
+                        (hi - start).total_seconds(),
+                        share,
+                        retry,
+                    )
+                )
         for bucket, found in faulty.items():
             placed[bucket] = placed.get(bucket, 0) + sum(m.failures for m in found)
     return sorted(faults, key=lambda f: (f.start_s, f.kind))
@@ -128,8 +136,9 @@ def _stretches(
             units.append(_Stretch(bucket, bucket))
         unit = units[-1]
         unit.last, unit.failures, unit.calls = bucket, unit.failures + f, unit.calls + c
-        unit.retry_after += [(m.retry_after_s, m.failures) for m in found
-                             if m.retry_after_s is not None]  # fmt: skip
+        unit.retry_after += [
+            (m.retry_after_s, m.failures) for m in found if m.retry_after_s is not None
+        ]
         bucket += MINUTE
     return [s for s in _agglomerated(units) if s.failures]
 
@@ -157,8 +166,9 @@ def _agglomerated(units: list[_Stretch]) -> list[_Stretch]:
         after[i] = after[j]
         if after[i] < len(units):
             before[after[i]] = i
-            heapq.heappush(heap, (_apart(a, alive[after[i]]), i, after[i], version[i],
-                                  version[after[i]]))  # fmt: skip
+            heapq.heappush(
+                heap, (_apart(a, alive[after[i]]), i, after[i], version[i], version[after[i]])
+            )
         if before[i] >= 0:
             k = before[i]
             heapq.heappush(heap, (_apart(alive[k], a), k, i, version[k], version[i]))

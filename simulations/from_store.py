@@ -164,8 +164,9 @@ def recorded_window(
     requests = int((frame["requests"] - frame["request_faults"]).sum())
     # DuckDB hands DECIMAL(18,9) over as float64: each back to its nine decimals, then added.
     cost = sum((Decimal(v).quantize(NANO) for v in frame["cost_usd"]), Decimal(0))
-    return Recorded(requests, int(frame["failed"].sum()),
-                    int(frame["answered_by_fallback"].sum()), cost)  # fmt: skip
+    return Recorded(
+        requests, int(frame["failed"].sum()), int(frame["answered_by_fallback"].sum()), cost
+    )
 
 
 # --- the parts of a scenario ----------------------------------------------------------------
@@ -179,9 +180,15 @@ class _Window:
 
 
 def _scenario(
-    published: PublishedData, chain: Config, window: _Window, name: str, description: str,
-    faults: Iterable[Fault], backups: Sequence[str], limits: Mapping[str, Limits] | None,
-) -> Scenario:  # fmt: skip
+    published: PublishedData,
+    chain: Config,
+    window: _Window,
+    name: str,
+    description: str,
+    faults: Iterable[Fault],
+    backups: Sequence[str],
+    limits: Mapping[str, Limits] | None,
+) -> Scenario:
     for backup in backups:
         _check_target(backup, "backup")
     for target in limits or {}:
@@ -192,12 +199,23 @@ def _scenario(
     everyone, per_target = _latencies(published, start, end)
     requests = sum(sum(r.per_minute) for r in routes.values())
     return Scenario(
-        name=name, description=description, duration_s=seconds, start=start, seed=7,
-        config=chain, rate_per_s=requests / seconds, daily_curve=False,
-        routes=routes, median_ms=everyone.median_ms, p99_ms=everyone.p99_ms,
-        faults=tuple(faults), limits=dict(limits or {}), backups=tuple(backups),
-        source=chain.source, target_latency=per_target,
-    )  # fmt: skip
+        name=name,
+        description=description,
+        duration_s=seconds,
+        start=start,
+        seed=7,
+        config=chain,
+        rate_per_s=requests / seconds,
+        daily_curve=False,
+        routes=routes,
+        median_ms=everyone.median_ms,
+        p99_ms=everyone.p99_ms,
+        faults=tuple(faults),
+        limits=dict(limits or {}),
+        backups=tuple(backups),
+        source=chain.source,
+        target_latency=per_target,
+    )
 
 
 def _chain(config: Config, start: datetime, end: datetime) -> Config:
@@ -261,10 +279,14 @@ def _route_traffic(
     cached = hours["warm_cache_read_tokens"].sum() / warm if warm else 0.0
     (input_q, output_q), share = quantiles, per_minute.sum() / total
     return RouteTraffic(
-        round(float(share), 6), max(1, round(quantile_mean(input_q))),
-        max(1, round(quantile_mean(output_q))), round(float(cached), 4),
-        tuple(float(n) for n in per_minute), input_q, output_q,
-    )  # fmt: skip
+        round(float(share), 6),
+        max(1, round(quantile_mean(input_q))),
+        max(1, round(quantile_mean(output_q))),
+        round(float(cached), 4),
+        tuple(float(n) for n in per_minute),
+        input_q,
+        output_q,
+    )
 
 
 def _latencies(
@@ -341,8 +363,9 @@ def _outage_fault(outage: Outage, chain: Config, start: datetime, end: datetime)
     if not 0 < outage.rate <= 1:
         raise ConfigError("outage: its rate is a share of the calls, in (0, 1]")
     ends = min(seconds, outage.start_s + outage.length_s)
-    return Fault(outage.target, outage.kind, outage.start_s, ends, outage.rate,
-                 outage.retry_after_s)  # fmt: skip
+    return Fault(
+        outage.target, outage.kind, outage.start_s, ends, outage.rate, outage.retry_after_s
+    )
 
 
 def _outage_text(outage: Outage) -> str:

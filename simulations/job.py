@@ -130,10 +130,17 @@ def status(folder: Path) -> JobStatus:
         else:
             state, error = "stopped", "the simulation's process ended without a result"
     return JobStatus(
-        folder, body["title"], state, float(body["share"]), body["doing"],
-        datetime.fromisoformat(body["started_at"]), datetime.fromisoformat(body["updated_at"]),
-        error, float(body.get("scale", 1.0)), pid,
-    )  # fmt: skip
+        folder,
+        body["title"],
+        state,
+        float(body["share"]),
+        body["doing"],
+        datetime.fromisoformat(body["started_at"]),
+        datetime.fromisoformat(body["updated_at"]),
+        error,
+        float(body.get("scale", 1.0)),
+        pid,
+    )
 
 
 def recent(data_root: Path, limit: int = KEEP_JOBS) -> list[JobStatus]:
@@ -153,8 +160,9 @@ def stop(folder: Path) -> None:
     pid = _pid(folder, body)
     if body["state"] == "running" and pid:
         _end_group(pid)
-        body.update(state="stopped", error="stopped from the page",
-                    updated_at=datetime.now(UTC).isoformat())  # fmt: skip
+        body.update(
+            state="stopped", error="stopped from the page", updated_at=datetime.now(UTC).isoformat()
+        )
         write_json(folder / "status.json", body)
 
 
@@ -199,14 +207,30 @@ def write_json(path: Path, body: dict[str, Any]) -> None:
 
 
 def write_status(
-    folder: Path, spec: JobSpec, state: str, share: float, doing: str, started: datetime,
-    *, pid: int | None, error: str = "",
-) -> None:  # fmt: skip
-    write_json(folder / "status.json", {
-        "title": spec.title, "state": state, "share": share, "doing": doing, "pid": pid,
-        "started_at": started.isoformat(), "updated_at": datetime.now(UTC).isoformat(),
-        "error": error, "scale": spec.scale,
-    })  # fmt: skip
+    folder: Path,
+    spec: JobSpec,
+    state: str,
+    share: float,
+    doing: str,
+    started: datetime,
+    *,
+    pid: int | None,
+    error: str = "",
+) -> None:
+    write_json(
+        folder / "status.json",
+        {
+            "title": spec.title,
+            "state": state,
+            "share": share,
+            "doing": doing,
+            "pid": pid,
+            "started_at": started.isoformat(),
+            "updated_at": datetime.now(UTC).isoformat(),
+            "error": error,
+            "scale": spec.scale,
+        },
+    )
 
 
 def _pid(folder: Path, body: dict[str, Any]) -> int | None:
@@ -243,8 +267,11 @@ def _alive(pid: int) -> bool:
 def _prune(folder: Path, started: Path) -> None:
     """Keep KEEP_JOBS job folders, and the runs' stores of the newest KEEP_STORES only; a
     running job keeps everything, and so does the one just `started` (done already or not)."""
-    finished = [p for p in sorted(folder.glob("*"), reverse=True)
-                if p != started and (p / "status.json").exists() and status(p).over]  # fmt: skip
+    finished = [
+        p
+        for p in sorted(folder.glob("*"), reverse=True)
+        if p != started and (p / "status.json").exists() and status(p).over
+    ]
     for old in finished[KEEP_STORES:]:
         shutil.rmtree(old / "runs", ignore_errors=True)
     for old in finished[KEEP_JOBS:]:

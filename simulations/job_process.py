@@ -47,23 +47,50 @@ def run(folder: Path) -> int:
             done[label] = share
             if time.monotonic() - last >= _STATUS_EVERY_S or share >= 1:
                 last = time.monotonic()
-                write_status(folder, spec, "running", min(1.0, sum(done.values()) / runs),
-                              label, started, pid=os.getpid())  # fmt: skip
+                write_status(
+                    folder,
+                    spec,
+                    "running",
+                    min(1.0, sum(done.values()) / runs),
+                    label,
+                    started,
+                    pid=os.getpid(),
+                )
 
-        comparison = simulate(scenario, list(spec.backups) or None,
-                              processes=workers(scenario), results_dir=folder / "runs",
-                              progress=progress)  # fmt: skip
+        comparison = simulate(
+            scenario,
+            list(spec.backups) or None,
+            processes=workers(scenario),
+            results_dir=folder / "runs",
+            progress=progress,
+        )
         write_json(folder / "result.json", as_json(comparison))
         write_status(folder, spec, "done", 1.0, "", started, pid=os.getpid())
         return 0
     except (ConfigError, tomllib.TOMLDecodeError) as exc:
-        write_status(folder, spec, "failed", 0.0, "", started, pid=os.getpid(),
-                      error=f"This scenario cannot run: {exc}")  # fmt: skip
+        write_status(
+            folder,
+            spec,
+            "failed",
+            0.0,
+            "",
+            started,
+            pid=os.getpid(),
+            error=f"This scenario cannot run: {exc}",
+        )
         return 1
     except Exception as exc:  # told on the page (and the trace in log.txt), never lost
         traceback.print_exc()
-        write_status(folder, spec, "failed", sum(done.values()), "", started, pid=os.getpid(),
-                      error=f"The simulation failed: {type(exc).__name__}: {exc}")  # fmt: skip
+        write_status(
+            folder,
+            spec,
+            "failed",
+            sum(done.values()),
+            "",
+            started,
+            pid=os.getpid(),
+            error=f"The simulation failed: {type(exc).__name__}: {exc}",
+        )
         return 1
 
 

@@ -55,9 +55,10 @@ def touched_routes(incidents: pd.DataFrame, chain: Config, incident_id: str) -> 
     targets = set(incidents["target"])
     named = {r.strip() for routes in incidents["routes"] for r in routes.split(",")}
     routes = tuple(
-        name for name, route in chain.routes.items()
+        name
+        for name, route in chain.routes.items()
         if name in named or route.targets[0].name in targets
-    )  # fmt: skip
+    )
     if not routes:
         raise ConfigError(
             f"incident {incident_id}: none of the routes it touched ({', '.join(sorted(named))}) "
@@ -86,8 +87,14 @@ def _fault_minutes(frame: pd.DataFrame) -> list[FaultMinute]:
         return None if pd.isna(value) else str(value)
 
     return [
-        FaultMinute(row.bucket.to_pydatetime(), int(row.calls), int(row.failed),
-                    text(row.fault_kind), text(row.error_class), int(row.failures),
-                    None if pd.isna(row.retry_after_s) else float(row.retry_after_s))
+        FaultMinute(
+            row.bucket.to_pydatetime(),
+            int(row.calls),
+            int(row.failed),
+            text(row.fault_kind),
+            text(row.error_class),
+            int(row.failures),
+            None if pd.isna(row.retry_after_s) else float(row.retry_after_s),
+        )
         for row in frame.itertuples()
-    ]  # fmt: skip
+    ]

@@ -38,9 +38,13 @@ def comparison_table(comparison: Comparison, tz: tzinfo = UTC) -> str:
     the headroom warnings and a sentence per candidate."""
     rows = table_rows(comparison)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
-             for r in rows]  # fmt: skip
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
     lines.insert(1, "-" * len(lines[0]))
     notes = [scale_notice(comparison), *headroom_warnings(comparison, tz)]
     said = [n for n in notes if n] + [sentence(comparison, c, tz) for c in comparison.ranked()]
@@ -99,21 +103,27 @@ def sentence(comparison: Comparison, run: RunResult, tz: tzinfo = UTC) -> str:
     run's candidate that would pass a limit at full traffic says so instead of its cost."""
     if comparison.fails_more(run):
         extra = comparison.extra_failed(run)
-        return (f"{run.label} would fail {extra:,} requests the baseline answers "
-                f"({run.failed:,} in all): {_cause(comparison, run, tz)}.")  # fmt: skip
+        return (
+            f"{run.label} would fail {extra:,} requests the baseline answers "
+            f"({run.failed:,} in all): {_cause(comparison, run, tz)}."
+        )
     over = comparison.over_at_full_traffic(run)
     if over:
         h = max(over, key=lambda h: h.full_traffic / h.limit)
-        return (f"{run.label} would pass its {_compact(h.limit)} {h.measure} limit at full "
-                f"traffic (about {_compact(h.full_traffic)}): this {_pct(comparison.scale)} run "
-                "cannot reach its limits, so it cannot count the requests that would fail; "
-                "run it at 100 % to count them.")  # fmt: skip
+        return (
+            f"{run.label} would pass its {_compact(h.limit)} {h.measure} limit at full "
+            f"traffic (about {_compact(h.full_traffic)}): this {_pct(comparison.scale)} run "
+            "cannot reach its limits, so it cannot count the requests that would fail; "
+            "run it at 100 % to count them."
+        )
     unenforced = [h for h in comparison.headroom(run) if h.over]
     if unenforced:
         h = unenforced[0]
-        return (f"{run.label} goes over its {_compact(h.limit)} {h.measure} limit "
-                f"({_compact(h.load)} at its busiest), which the simulation does not enforce: "
-                "the requests a provider would refuse are not counted.")  # fmt: skip
+        return (
+            f"{run.label} goes over its {_compact(h.limit)} {h.measure} limit "
+            f"({_compact(h.load)} at its busiest), which the simulation does not enforce: "
+            "the requests a provider would refuse are not counted."
+        )
     answers = _answers(comparison, run)
     cost = _cost(comparison, run)
     slower = _latency_clause(comparison, run)
@@ -131,15 +141,18 @@ def scale_notice(comparison: Comparison) -> str | None:
         limited = comparison.headroom(run)
         if not limited:
             continue
-        figures = ", ".join(f"{_compact(h.full_traffic)} of {_compact(h.limit)} {h.measure}"
-                            for h in limited)  # fmt: skip
+        figures = ", ".join(
+            f"{_compact(h.full_traffic)} of {_compact(h.limit)} {h.measure}" for h in limited
+        )
         verdict = "over its limits" if any(h.over for h in limited) else "within its limits"
         each.append(f"{run.label} {verdict} ({figures})")
     full = "; ".join(each) if each else "no backup has limits in this scenario"
-    return (f"This run sends {_pct(scale)} of the scenario's traffic, and limits are compared at "
-            f"{_pct(scale)} of their value: it cannot reach the backups' rate limits, so it "
-            "cannot show the requests they would refuse. At full traffic (its busiest "
-            f"{SUSTAINED_MINUTES} minutes scaled up, which leans high): {full}.")  # fmt: skip
+    return (
+        f"This run sends {_pct(scale)} of the scenario's traffic, and limits are compared at "
+        f"{_pct(scale)} of their value: it cannot reach the backups' rate limits, so it "
+        "cannot show the requests they would refuse. At full traffic (its busiest "
+        f"{SUSTAINED_MINUTES} minutes scaled up, which leans high): {full}."
+    )
 
 
 def headroom_warnings(comparison: Comparison, tz: tzinfo = UTC) -> list[str]:
@@ -149,16 +162,22 @@ def headroom_warnings(comparison: Comparison, tz: tzinfo = UTC) -> list[str]:
     for run in comparison.candidates:
         load = run.load
         if load is not None and load.refused and load.first_refused_at is not None:
-            cooling = sum(c.requests for c in run.causes
-                          if c.target == run.backup and c.error_class == "all_skipped"
-                          and c.rate_limited)  # fmt: skip
+            cooling = sum(
+                c.requests
+                for c in run.causes
+                if c.target == run.backup and c.error_class == "all_skipped" and c.rate_limited
+            )
             more = f", and {cooling:,} more failed while it cooled down" if cooling else ""
-            said.append(f"{run.label}: its rate limits refused {load.refused:,} requests from "
-                        f"{_at(load.first_refused_at, comparison, tz)}{more}.")  # fmt: skip
+            said.append(
+                f"{run.label}: its rate limits refused {load.refused:,} requests from "
+                f"{_at(load.first_refused_at, comparison, tz)}{more}."
+            )
         for h in comparison.headroom(run):
             if h.over:
-                said.append(f"{run.label}: {h.load:,.0f} {h.measure} against a limit of "
-                            f"{_limit(h)}: over it.")  # fmt: skip
+                said.append(
+                    f"{run.label}: {h.load:,.0f} {h.measure} against a limit of "
+                    f"{_limit(h)}: over it."
+                )
     return said
 
 
@@ -196,8 +215,10 @@ def _answers(comparison: Comparison, run: RunResult) -> str:
     extra = comparison.extra_failed(run)
     if extra == 0:
         return "answers every request the baseline answers"
-    return (f"fails {extra:,} more requests than the baseline ({run.failed:,} against "
-            f"{comparison.baseline.failed:,}), within the run's noise")  # fmt: skip
+    return (
+        f"fails {extra:,} more requests than the baseline ({run.failed:,} against "
+        f"{comparison.baseline.failed:,}), within the run's noise"
+    )
 
 
 def _money_digits(comparison: Comparison) -> int:
@@ -249,8 +270,11 @@ def _cause(comparison: Comparison, run: RunResult, tz: tzinfo) -> str:
 
 def _latency_clause(comparison: Comparison, run: RunResult) -> str:
     changes = [(which, comparison.latency_change(run, which)) for which in ("p50", "p99")]
-    said = [f"{which} latency {latency_text(c)}" for which, c in changes
-            if c is not None and c.ms is not None]  # fmt: skip
+    said = [
+        f"{which} latency {latency_text(c)}"
+        for which, c in changes
+        if c is not None and c.ms is not None
+    ]
     return f"; {' and '.join(said)}" if said else ""
 
 

@@ -166,8 +166,10 @@ class Comparison:
 
     def ranked(self) -> list[RunResult]:
         """Failing candidates first (most failures first), then the others by extra cost."""
-        failing = sorted((c for c in self.candidates if self.failing(c)),
-                         key=lambda c: (-self.extra_failed(c), c.label))  # fmt: skip
+        failing = sorted(
+            (c for c in self.candidates if self.failing(c)),
+            key=lambda c: (-self.extra_failed(c), c.label),
+        )
         rest = sorted((c for c in self.candidates if not self.failing(c)), key=self.extra_cost)
         return [*failing, *rest]
 
@@ -229,14 +231,35 @@ def results_of(
     con: duckdb.DuckDBPyConnection, label: str, backup: str | None, scenario: Scenario
 ) -> RunResult:
     """A run's figures, read from its store once its scheduler has finished."""
-    (requests, answered, failed, by_fallback, cost, premium, cache_loss, rewarm, wasted,
-     unpriced) = con.execute(_FIGURES).fetchone()  # fmt: skip
+    (
+        requests,
+        answered,
+        failed,
+        by_fallback,
+        cost,
+        premium,
+        cache_loss,
+        rewarm,
+        wasted,
+        unpriced,
+    ) = con.execute(_FIGURES).fetchone()
     result = RunResult(
-        label, backup, requests or 0, answered or 0, failed or 0, by_fallback or 0,
-        Decimal(cost), Decimal(premium), Decimal(cache_loss), Decimal(rewarm), Decimal(wasted),
-        unpriced, start=scenario.start, duration_s=scenario.duration_s,
+        label,
+        backup,
+        requests or 0,
+        answered or 0,
+        failed or 0,
+        by_fallback or 0,
+        Decimal(cost),
+        Decimal(premium),
+        Decimal(cache_loss),
+        Decimal(rewarm),
+        Decimal(wasted),
+        unpriced,
+        start=scenario.start,
+        duration_s=scenario.duration_s,
         traffic_scale=scenario.traffic_scale,
-    )  # fmt: skip
+    )
     result.latency_p50, result.latency_p99 = _quantile(con, 0.5), _quantile(con, 0.99)
     result.causes = tuple(_cause(*row) for row in con.execute(_CAUSES).fetchall())
     (result.incidents,) = con.execute("SELECT count(*) FROM incidents").fetchone()
@@ -273,18 +296,22 @@ def _cause(target: str, error_class: str, message: str | None, requests: int) ->
 
 def _backup_load(target: str, minutes: list[tuple], scenario: Scenario) -> BackupLoad:
     limits = scenario.limits.get(target, Limits())
-    rows = [(at, n, tokens_in, tokens_out, tokens_in + tokens_out)
-            for at, n, tokens_in, tokens_out, _ in minutes]  # fmt: skip
+    rows = [
+        (at, n, tokens_in, tokens_out, tokens_in + tokens_out)
+        for at, n, tokens_in, tokens_out, _ in minutes
+    ]
     loads = []
     for i, measure in enumerate(MEASURES, start=1):
         values = [row[i] for row in rows]
         peak = max(values, default=0)
         peak_at = rows[values.index(peak)][0] if values else None
-        loads.append(Load(measure, peak, peak_at, _busiest_mean(rows, i),
-                          getattr(limits, LIMIT_OF[measure])))  # fmt: skip
+        loads.append(
+            Load(measure, peak, peak_at, _busiest_mean(rows, i), getattr(limits, LIMIT_OF[measure]))
+        )
     refused = [(at, n) for at, *_, n in minutes if n and not _fault_refusal(scenario, target, at)]
-    return BackupLoad(target, tuple(loads), sum(n for _, n in refused),
-                      refused[0][0] if refused else None)  # fmt: skip
+    return BackupLoad(
+        target, tuple(loads), sum(n for _, n in refused), refused[0][0] if refused else None
+    )
 
 
 def _busiest_mean(rows: list[tuple], column: int) -> float:
@@ -302,8 +329,10 @@ def _fault_refusal(scenario: Scenario, target: str, minute: datetime) -> bool:
     """Whether a rate-limit fault of the scenario hits `target` in `minute`: its 429s then are
     the fault's, not the target's own limits."""
     t = (minute - scenario.start).total_seconds()
-    return any(f.kind == "rate_limit" and f.hits(target) and f.start_s < t + 60 and t < f.end_s
-               for f in scenario.faults)  # fmt: skip
+    return any(
+        f.kind == "rate_limit" and f.hits(target) and f.start_s < t + 60 and t < f.end_s
+        for f in scenario.faults
+    )
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -315,15 +344,21 @@ def as_json(comparison: Comparison) -> dict:
 
     def run(r: RunResult) -> dict:
         body = _plain(dataclasses.asdict(r))
-        body.update(fallback_rate=r.fallback_rate, price_difference_usd=str(r.price_difference_usd),
-                    answered_cost_usd=str(r.answered_cost_usd),
-                    cost_per_answered_usd=str(r.cost_per_answered_usd),
-                    requests_per_s=r.requests_per_s)  # fmt: skip
+        body.update(
+            fallback_rate=r.fallback_rate,
+            price_difference_usd=str(r.price_difference_usd),
+            answered_cost_usd=str(r.answered_cost_usd),
+            cost_per_answered_usd=str(r.cost_per_answered_usd),
+            requests_per_s=r.requests_per_s,
+        )
         if r is not comparison.baseline:
             parts = comparison.parts(r)
-            body.update(extra_cost_usd=str(parts.total), extra_failed=comparison.extra_failed(r),
-                        failing=comparison.failing(r),
-                        extra_cost_parts=_plain(dataclasses.asdict(parts)))  # fmt: skip
+            body.update(
+                extra_cost_usd=str(parts.total),
+                extra_failed=comparison.extra_failed(r),
+                failing=comparison.failing(r),
+                extra_cost_parts=_plain(dataclasses.asdict(parts)),
+            )
             for which in ("p50", "p99"):
                 change = comparison.latency_change(r, which)
                 body[f"added_latency_{which}_ms"] = None if change is None else change.ms
@@ -338,8 +373,9 @@ def as_json(comparison: Comparison) -> dict:
 
 def from_json(body: dict) -> Comparison:
     """The `Comparison` that `as_json` wrote."""
-    return Comparison(body["scenario"], _run(body["baseline"]),
-                      [_run(c) for c in body["candidates"]])  # fmt: skip
+    return Comparison(
+        body["scenario"], _run(body["baseline"]), [_run(c) for c in body["candidates"]]
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -357,8 +393,7 @@ def _plain(value: Any) -> Any:
 def _run(body: dict) -> RunResult:
     fields = {f.name for f in dataclasses.fields(RunResult)}
     r = {k: v for k, v in body.items() if k in fields}
-    for name in ("cost_usd", "fallback_premium_usd", "cache_loss_usd", "rewarm_usd",
-                 "wasted_usd"):  # fmt: skip
+    for name in ("cost_usd", "fallback_premium_usd", "cache_loss_usd", "rewarm_usd", "wasted_usd"):
         r[name] = Decimal(r[name])
     for name in ("latency_p50", "latency_p99"):
         r[name] = None if r.get(name) is None else Quantile(**r[name])

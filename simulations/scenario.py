@@ -251,9 +251,17 @@ def _fault(i: int, raw: Any, duration: float, fail: Any) -> Fault:
     if kind == "slow" and not positive(raw.get("median_ms")):
         raise fail(f"{where}.median_ms", "a slow fault needs its median latency")
     return Fault(
-        target, kind, start, end, float(rate), raw.get("retry_after_s"),
-        raw.get("median_ms"), raw.get("p99_ms"), period, down,
-    )  # fmt: skip
+        target,
+        kind,
+        start,
+        end,
+        float(rate),
+        raw.get("retry_after_s"),
+        raw.get("median_ms"),
+        raw.get("p99_ms"),
+        period,
+        down,
+    )
 
 
 def compressed(scenario: Scenario, factor: float) -> Scenario:

@@ -78,9 +78,14 @@ def _route_traffic(name: str, raw: Any, duration: float, fail: Any) -> RouteTraf
     if not isinstance(cached, int | float) or not 0 <= cached <= 1:
         raise fail(f"{where}.cached_share", "must be between 0 and 1")
     return RouteTraffic(
-        float(share), sizes["input"][0], sizes["output"][0], float(cached), per_minute,
-        sizes["input"][1], sizes["output"][1],
-    )  # fmt: skip
+        float(share),
+        sizes["input"][0],
+        sizes["output"][0],
+        float(cached),
+        per_minute,
+        sizes["input"][1],
+        sizes["output"][1],
+    )
 
 
 def _schedule(value: Any, duration: float, where: str, fail: Any) -> tuple[float, ...]:
@@ -136,8 +141,9 @@ def _one_latency(raw: Mapping[str, Any], where: str, fail: Any) -> Latency:
     ttft = raw.get("ttft_ms")
     if ttft is not None and not positive(ttft):
         raise fail(f"{where}.ttft_ms", "must be a positive number of milliseconds")
-    return Latency(float(raw["median_ms"]), float(raw["p99_ms"]),
-                   None if ttft is None else float(ttft))  # fmt: skip
+    return Latency(
+        float(raw["median_ms"]), float(raw["p99_ms"]), None if ttft is None else float(ttft)
+    )
 
 
 def table_of(value: Any, where: str, fail: Any) -> Mapping[str, Any]:

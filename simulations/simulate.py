@@ -151,30 +151,55 @@ class _Run:
         active = scenario.faults if faults else ()
         providers = {
             name: SimulatedProvider(
-                name, pc.kind, clock=self.clock, rng=random.Random(scenario.seed + 1), start=0.0,
-                faults=active, routes=scenario.routes, median_ms=scenario.median_ms,
-                p99_ms=scenario.p99_ms, limits=scenario.limits, latency=scenario.target_latency,
+                name,
+                pc.kind,
+                clock=self.clock,
+                rng=random.Random(scenario.seed + 1),
+                start=0.0,
+                faults=active,
+                routes=scenario.routes,
+                median_ms=scenario.median_ms,
+                p99_ms=scenario.p99_ms,
+                limits=scenario.limits,
+                latency=scenario.target_latency,
                 caches=caches,
             )
             for name, pc in config.providers.items()
-        }  # fmt: skip
+        }
         self.pricer = build_pricer(config)
-        self.recorder = Recorder(paths.spool, pricer=self.pricer, flush_rows=20_000,
-                                 max_buffered=5_000_000, fsync=False, clock=self.clock)  # fmt: skip
+        self.recorder = Recorder(
+            paths.spool,
+            pricer=self.pricer,
+            flush_rows=20_000,
+            max_buffered=5_000_000,
+            fsync=False,
+            clock=self.clock,
+        )
         self.breakers = PendingBreakers(
             config.policy.breaker_policy(),
             policies_by_key=breaker_policies(config),
             on_change=breaker_changes(self.recorder, self.clock),
         )
         self.host = Switchover(
-            config, clock=self.clock, breakers=self.breakers, hooks=[self.recorder],
-            providers=providers, rng=RequestJitter(),
-        )  # fmt: skip
+            config,
+            clock=self.clock,
+            breakers=self.breakers,
+            hooks=[self.recorder],
+            providers=providers,
+            rng=RequestJitter(),
+        )
         self.ff: FastForward | None = None
         if fast_forward:
-            self.ff = FastForward(dataclasses.replace(scenario, faults=active), config,
-                                  self.traffic, self.first_z, providers, self.breakers, caches,
-                                  self.host.switches)  # fmt: skip
+            self.ff = FastForward(
+                dataclasses.replace(scenario, faults=active),
+                config,
+                self.traffic,
+                self.first_z,
+                providers,
+                self.breakers,
+                caches,
+                self.host.switches,
+            )
             self.host.add_hook(self.ff.learn)
         self._seed = scenario.seed * 1_000_003
         self._tasks: set[asyncio.Task[None]] = set()
@@ -251,8 +276,9 @@ def simulate(
     if workers > 1 and _picklable(scenario):
         results = _in_processes(scenario, runs, root, workers, progress)
     else:
-        results = [_one_run(scenario, label, backup, root, traffic, progress)
-                   for label, backup in runs]  # fmt: skip
+        results = [
+            _one_run(scenario, label, backup, root, traffic, progress) for label, backup in runs
+        ]
     return Comparison(scenario.name, results[0], results[1:])
 
 
@@ -270,8 +296,16 @@ def _one_run(
 ) -> RunResult:
     config = scenario.config if backup is None else with_backup(scenario.config, backup)
     paths = DataPaths(root / ("baseline" if backup is None else slug(backup)))
-    return run_once(scenario, config, traffic, paths, faults=backup is not None, label=label,
-                    backup=backup, progress=progress)  # fmt: skip
+    return run_once(
+        scenario,
+        config,
+        traffic,
+        paths,
+        faults=backup is not None,
+        label=label,
+        backup=backup,
+        progress=progress,
+    )
 
 
 def _picklable(scenario: Scenario) -> bool:
@@ -322,10 +356,12 @@ def _in_processes(
     relaying = threading.Thread(target=relay, name="simulation-progress", daemon=True)
     relaying.start()
     try:
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
-                                 initargs=(queue,)) as pool:  # fmt: skip
-            futures = [pool.submit(_worker_run, scenario, label, backup, root)
-                       for label, backup in runs]  # fmt: skip
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_worker_init, initargs=(queue,)
+        ) as pool:
+            futures = [
+                pool.submit(_worker_run, scenario, label, backup, root) for label, backup in runs
+            ]
             return [future.result() for future in futures]
     finally:
         stop.set()

@@ -120,8 +120,10 @@ class SimulatedProvider:
         self.caches = caches or Caches()
         # target → (minute, requests, input tokens, output tokens) in the minute so far
         self._minute: dict[str, tuple[int, int, int, int]] = {}
-        self._errors = {fault: _error(fault, kind) for fault in ("overloaded", "server_error",
-                                                                 "auth", "rate_limit")}  # fmt: skip
+        self._errors = {
+            fault: _error(fault, kind)
+            for fault in ("overloaded", "server_error", "auth", "rate_limit")
+        }
 
     async def complete(self, request: Request, model: str, *, timeout_s: float) -> Response:
         now = self.clock.now()

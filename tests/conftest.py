@@ -1,11 +1,28 @@
-"""The suite's order on the workers: the modules whose fixtures take a minute or more start
-first, so that on a few cores they run beside the many short modules instead of after them
-(with `--dist loadscope` a module stays on one worker, and the last one to start sets the
-suite's end). Their tests keep their order; so does everything else."""
+"""What the whole suite shares.
+
+- The backends' servers (a real redis-server, a real PostgreSQL), as fixtures any test may ask
+  for (tests/helpers/redis_server.py, tests/helpers/postgres_server.py).
+- Markers that say what a test needs, set from what it uses: `redis` and `postgres` (it asks
+  for that server), `browser` (it drives Chromium), `system` (tests/system/: real processes end
+  to end). `pytest -m "not postgres"` leaves that backend out.
+- The order on the workers: the modules whose fixtures take a minute or more start first, so
+  that on a few cores they run beside the many short modules instead of after them (with
+  `--dist loadscope` a module stays on one worker, and the last one to start sets the suite's
+  end). Their tests keep their order; so does everything else.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+pytest_plugins = ["helpers.redis_server", "helpers.postgres_server"]
+
+# A test that asks for one of these fixtures, or whose module starts that server itself, needs
+# the backend.
+BACKENDS = {
+    "redis": ({"redis_server", "redis_url"}, "helpers.redis_server"),
+    "postgres": ({"postgres_server", "postgres_url"}, "helpers.postgres_server"),
+}
 
 LONG_FIRST = (
     "reports/test_report_invariants.py",  # the demo's fortnight: ~80 s to build
@@ -25,5 +42,21 @@ def _rank(item: pytest.Item) -> int:
     return next((i for i, name in enumerate(LONG_FIRST) if path.endswith(name)), len(LONG_FIRST))
 
 
+def _mark(item: pytest.Item) -> None:
+    used = set(getattr(item, "fixturenames", ()))
+    module = getattr(item, "module", None)
+    imported = {getattr(v, "__module__", None) for v in vars(module).values()} if module else set()
+    for marker, (fixtures, helper) in BACKENDS.items():
+        if used & fixtures or helper in imported:
+            item.add_marker(marker)
+    path = item.path.as_posix()
+    if "/tests/system/" in path:
+        item.add_marker("system")
+    if path.endswith("_browser.py"):
+        item.add_marker("browser")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        _mark(item)
     items.sort(key=_rank)  # stable: within a module, and among the rest, the order is kept

@@ -27,9 +27,11 @@ if rollups.empty:
 
 summary = cost_summary(rollups)
 stamp = "%Y-%m-%d %H:%M"
-st.caption(f"Every figure here is over the last {v.label}: "
-           f"{pd.Timestamp(v.since).tz_convert(v.tz):{stamp}} – "
-           f"{pd.Timestamp(v.now).tz_convert(v.tz):{stamp}} ({v.tz.key}).")  # fmt: skip
+st.caption(
+    f"Every figure here is over the last {v.label}: "
+    f"{pd.Timestamp(v.since).tz_convert(v.tz):{stamp}} – "
+    f"{pd.Timestamp(v.now).tz_convert(v.tz):{stamp}} ({v.tz.key})."
+)
 cells = st.columns(4)
 cells[0].metric("Cost", format_usd(summary.cost), help=define("cost"))
 per_answer = "—" if summary.per_answered is None else format_usd(summary.per_answered)
@@ -40,8 +42,9 @@ cells[3].metric("Wasted spend", format_usd(summary.wasted), help=define("wasted 
 premium = premium_parts(summary.price_difference, summary.cache_loss)
 split = st.columns(3)
 split[0].metric("Fallback premium", premium["fallback premium"], help=define("fallback premium"))
-split[1].metric("of which price difference", premium["price difference"],
-                help=define("price difference"))  # fmt: skip
+split[1].metric(
+    "of which price difference", premium["price difference"], help=define("price difference")
+)
 split[2].metric("of which cache loss", premium["cache loss"], help=define("cache loss"))
 if summary.unpriced_models:
     st.warning(
@@ -56,10 +59,17 @@ column = DIMENSIONS[by or "Route"]
 local = rollups.assign(bucket=v.local(rollups["bucket"]))
 left, right = st.columns(2)
 left.plotly_chart(
-    charts.stacked(cost_by(local, column), "bucket", "cost_usd", column, f"Cost by {by.lower()}",
-                   "USD", unit="usd"),
+    charts.stacked(
+        cost_by(local, column),
+        "bucket",
+        "cost_usd",
+        column,
+        f"Cost by {by.lower()}",
+        "USD",
+        unit="usd",
+    ),
     width="stretch",
-)  # fmt: skip
+)
 mix = token_mix(local)
 right.plotly_chart(
     charts.stacked(mix, "bucket", "tokens", "kind", "Token mix", "tokens"), width="stretch"
@@ -67,6 +77,8 @@ right.plotly_chart(
 totals = cost_by(rollups, column).groupby(column, as_index=False)["cost_usd"].sum()
 totals = totals.sort_values("cost_usd", ascending=False)
 st.dataframe(
-    totals.assign(cost_usd=usd_column(totals["cost_usd"])), hide_index=True, width="stretch",
+    totals.assign(cost_usd=usd_column(totals["cost_usd"])),
+    hide_index=True,
+    width="stretch",
     column_config={"cost_usd": st.column_config.TextColumn("cost")},
-)  # fmt: skip
+)

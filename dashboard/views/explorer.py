@@ -46,17 +46,22 @@ if request_id.strip():
             st.dataframe(parts, hide_index=True, width="stretch", key="parts")
             st.caption(requests.parts_cost(chain))
         shown = [*COLUMNS, *requests.present(chain, CONTINUATION_COLUMNS), "error_message"]
-        st.dataframe(v.table(_priced(chain), shown), hide_index=True, width="stretch",
-                     column_config={"started_at": f"started at ({v.tz.key})"})  # fmt: skip
+        st.dataframe(
+            v.table(_priced(chain), shown),
+            hide_index=True,
+            width="stretch",
+            column_config={"started_at": f"started at ({v.tz.key})"},
+        )
 
 st.subheader("Filter attempts")
 values = data.query("attempt_values", since=(v.now - timedelta(days=1)).replace(second=0))
 cols = st.columns(4)
 chosen = {
-    column: cols[i].multiselect(column.capitalize(), sorted(values[column].dropna().unique()),
-                                key=f"f_{column}")
+    column: cols[i].multiselect(
+        column.capitalize(), sorted(values[column].dropna().unique()), key=f"f_{column}"
+    )
     for i, column in enumerate(("route", "provider", "outcome", "decision"))
-}  # fmt: skip
+}
 found = data.query(
     "find_attempts",
     since=v.since,

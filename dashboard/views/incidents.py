@@ -48,18 +48,36 @@ else:
     table = incident_table(incidents, v.now)
     timeline = charts.timeline(
         table.assign(start=v.local(table["started_at"]), end=v.local(table["end"])),
-        "start", "end", "what", "subject", "Incidents",
-    )  # fmt: skip
+        "start",
+        "end",
+        "what",
+        "subject",
+        "Incidents",
+    )
     st.plotly_chart(in_target_colours(timeline), width="stretch")
     shown = table.assign(
         extra_cost=usd_column(table["extra_cost_usd"], change=True),
         wasted=usd_column(table["wasted_usd"]),
     )
     st.dataframe(
-        v.table(shown, ["started_at", "duration", "what", "routes", "peak_fault_rate",
-                        "requests_affected", "answered_by_fallback", "failed", "extra_cost",
-                        "wasted", "top_error"]),
-        hide_index=True, width="stretch",
+        v.table(
+            shown,
+            [
+                "started_at",
+                "duration",
+                "what",
+                "routes",
+                "peak_fault_rate",
+                "requests_affected",
+                "answered_by_fallback",
+                "failed",
+                "extra_cost",
+                "wasted",
+                "top_error",
+            ],
+        ),
+        hide_index=True,
+        width="stretch",
         column_config={
             "started_at": st.column_config.TextColumn(f"started at ({v.tz.key})"),
             "peak_fault_rate": st.column_config.ProgressColumn("peak fault rate", format="percent"),
@@ -67,7 +85,7 @@ else:
             "wasted": st.column_config.TextColumn("wasted", help=define("wasted")),
             "requests_affected": st.column_config.NumberColumn(help=define("requests affected")),
         },
-    )  # fmt: skip
+    )
 
     labels = {
         row.incident_id: f"{row.what} · {v.stamp(row.started_at)} · {row.duration}"
@@ -76,18 +94,24 @@ else:
     chosen = st.selectbox("One incident", list(labels), format_func=labels.get, key="incident")
     incident = table[table["incident_id"] == chosen].iloc[0]
     cells = [*st.columns(3), *st.columns(3), *st.columns(3)]  # room for "cost $0.0168 more"
-    cells[0].metric("Requests affected", f"{incident.requests_affected:,}",
-                    help=define("requests affected"))  # fmt: skip
-    cells[1].metric("Answered by fallback", f"{incident.answered_by_fallback:,}",
-                    help=define("answered by fallback"))  # fmt: skip
+    cells[0].metric(
+        "Requests affected", f"{incident.requests_affected:,}", help=define("requests affected")
+    )
+    cells[1].metric(
+        "Answered by fallback",
+        f"{incident.answered_by_fallback:,}",
+        help=define("answered by fallback"),
+    )
     cells[2].metric("Failed", f"{incident.failed:,}", help=define("unavailable"))
     # Extra cost = fallback premium + re-warm, premium = price difference + cache loss: at
     # one precision, each identity holding as shown.
-    money = extra_cost_parts(incident.price_difference_usd, incident.cache_loss_usd,
-                             incident.rewarm_usd)  # fmt: skip
+    money = extra_cost_parts(
+        incident.price_difference_usd, incident.cache_loss_usd, incident.rewarm_usd
+    )
     cells[3].metric("Fallback premium", money["fallback premium"], help=define("fallback premium"))
-    cells[4].metric("of which price difference", money["price difference"],
-                    help=define("price difference"))  # fmt: skip
+    cells[4].metric(
+        "of which price difference", money["price difference"], help=define("price difference")
+    )
     cells[5].metric("of which cache loss", money["cache loss"], help=define("cache loss"))
     cells[6].metric("Re-warm", money["re-warm"], help=define("re-warm"))
     cells[7].metric("Extra cost", money["extra cost"], help=define("extra cost"))
@@ -99,18 +123,26 @@ else:
     )
     # What-if replays it: its window, the fault schedule its attempts show, its traffic.
     if chosen in set(data.query("replayable_incidents", since=since)["incident_id"]):
-        if st.button("Replay with another backup", icon=":material/science:",
-                     key="incident_replay", help="What-if on this incident's window, fault "
-                     "schedule and traffic, with the backups you choose"):  # fmt: skip
+        if st.button(
+            "Replay with another backup",
+            icon=":material/science:",
+            key="incident_replay",
+            help="What-if on this incident's window, fault "
+            "schedule and traffic, with the backups you choose",
+        ):
             st.switch_page("views/whatif.py", query_params={"incident": chosen})
     else:
-        st.caption("It can be replayed with another backup once it has ended and the scheduler "
-                   "has published its minutes.")  # fmt: skip
+        st.caption(
+            "It can be replayed with another backup once it has ended and the scheduler "
+            "has published its minutes."
+        )
     drilled = incident.get("during_drills")
     if isinstance(drilled, str) and drilled:
-        st.info(f"During drill {drilled}: a fault drill held a target of these routes down "
-                "meanwhile. The drill's own fallbacks are not counted here; the requests that "
-                "failed are, and the drill caused them.")  # fmt: skip
+        st.info(
+            f"During drill {drilled}: a fault drill held a target of these routes down "
+            "meanwhile. The drill's own fallbacks are not counted here; the requests that "
+            "failed are, and the drill caused them."
+        )
     lo, hi = incident["started_at"] - AROUND, incident["end"] + AROUND
     grain = "minute" if lo >= v.now - data.MINUTE_DATA else "hour"
     around = data.query(f"{grain}_rollups", since=lo, until=hi)
@@ -119,33 +151,52 @@ else:
     involved = {incident.subject, *traffic["served by"]} - {"failed"}
     if not traffic.empty:
         shown = traffic.assign(bucket=v.local(traffic["bucket"]))
-        fig = charts.stacked(shown, "bucket", "requests", "served by", "Where the traffic went",
-                             "requests")  # fmt: skip
+        fig = charts.stacked(
+            shown, "bucket", "requests", "served by", "Where the traffic went", "requests"
+        )
         st.plotly_chart(in_target_colours(fig), width="stretch")
     events = data.query("breaker_events", since=lo, until=hi)
     events = events[events["target"].isin(involved)]
     if not events.empty:
         st.markdown("**Breakers** of these targets in and around the incident")
         st.dataframe(
-            v.table(events, ["occurred_at", "target", "from_status", "to_status", "reason",
-                             "host", "process_id"]),
-            hide_index=True, width="stretch",
+            v.table(
+                events,
+                [
+                    "occurred_at",
+                    "target",
+                    "from_status",
+                    "to_status",
+                    "reason",
+                    "host",
+                    "process_id",
+                ],
+            ),
+            hide_index=True,
+            width="stretch",
             column_config={"occurred_at": f"occurred at ({v.tz.key})"},
-        )  # fmt: skip
+        )
 
 st.subheader("Drills")
-st.caption("A drill is not an incident: its target was made to fail on purpose "
-           "(`switchover drill`) to check that the backups take the traffic, and incident "
-           "detection leaves its fallbacks out. Its report is on the Readiness page.")  # fmt: skip
+st.caption(
+    "A drill is not an incident: its target was made to fail on purpose "
+    "(`switchover drill`) to check that the backups take the traffic, and incident "
+    "detection leaves its fallbacks out. Its report is on the Readiness page."
+)
 drills = data.query("drills", since=since)
 if drills.empty:
     st.caption("No drill in this period.")
 else:
     shown = drill_table(drills, v.now)
-    st.dataframe(v.table(shown, list(shown.columns)), hide_index=True, width="stretch",
-                 column_config={"started_at": f"started at ({v.tz.key})",
-                                "verdict": st.column_config.TextColumn(
-                     help=define("drill verdict"))})  # fmt: skip
+    st.dataframe(
+        v.table(shown, list(shown.columns)),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "started_at": f"started at ({v.tz.key})",
+            "verdict": st.column_config.TextColumn(help=define("drill verdict")),
+        },
+    )
 
 st.subheader("Alerts")
 alerts = data.query("alerts", since=since)
@@ -153,12 +204,27 @@ if alerts.empty:
     st.success("No alert fired in this period.")
 else:
     st.dataframe(
-        v.table(alerts, ["state", "severity", "rule", "subject", "fired_at", "resolved_at",
-                         "summary", "notified", "silenced"]),
-        hide_index=True, width="stretch",
-        column_config={"fired_at": f"fired at ({v.tz.key})",
-                       "resolved_at": f"resolved at ({v.tz.key})"},
-    )  # fmt: skip
+        v.table(
+            alerts,
+            [
+                "state",
+                "severity",
+                "rule",
+                "subject",
+                "fired_at",
+                "resolved_at",
+                "summary",
+                "notified",
+                "silenced",
+            ],
+        ),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "fired_at": f"fired at ({v.tz.key})",
+            "resolved_at": f"resolved at ({v.tz.key})",
+        },
+    )
 
 deliveries = data.query("alert_notifications", since=since)
 st.markdown("**Deliveries**")
@@ -169,17 +235,32 @@ else:
     if len(failing):
         st.error(f"{len(failing)} notifications not delivered: see their last error below.")
     st.dataframe(
-        v.table(deliveries, ["created_at", "event", "receiver", "status", "attempts",
-                             "last_http_status", "last_error", "alert_id"]),
-        hide_index=True, width="stretch",
+        v.table(
+            deliveries,
+            [
+                "created_at",
+                "event",
+                "receiver",
+                "status",
+                "attempts",
+                "last_http_status",
+                "last_error",
+                "alert_id",
+            ],
+        ),
+        hide_index=True,
+        width="stretch",
         column_config={"created_at": f"created at ({v.tz.key})"},
-    )  # fmt: skip
+    )
 
 st.subheader("Silences")
 active = data.query("alert_silences", since=v.now)
 if len(active):
-    st.dataframe(v.table(active, ["rule", "subject", "starts_at", "ends_at", "reason"]),
-                 hide_index=True, width="stretch")  # fmt: skip
+    st.dataframe(
+        v.table(active, ["rule", "subject", "starts_at", "ends_at", "reason"]),
+        hide_index=True,
+        width="stretch",
+    )
 with st.form("silence"):
     st.markdown("Silence a rule: it still fires and resolves here, but nobody is notified.")
     cols = st.columns(4)
@@ -188,7 +269,12 @@ with st.form("silence"):
     hours = cols[2].number_input("For hours", min_value=0.25, max_value=24.0 * 30, value=2.0)
     reason = cols[3].text_input("Reason")
     if st.form_submit_button("Silence") and rule.strip():
-        request_silence(data.data_paths(), rule.strip(), duration=timedelta(hours=hours),
-                        now=datetime.now(UTC), subject=subject.strip() or None,
-                        reason=reason)  # fmt: skip
+        request_silence(
+            data.data_paths(),
+            rule.strip(),
+            duration=timedelta(hours=hours),
+            now=datetime.now(UTC),
+            subject=subject.strip() or None,
+            reason=reason,
+        )
         st.success(f"Silence requested for {rule}: the scheduler takes it in within seconds.")

@@ -65,8 +65,9 @@ def _banners(v: data.View, alerts: pd.DataFrame, incidents: pd.DataFrame) -> Non
         )
 
 
-def _headline(v: data.View, recent: Span, window: Span, minutes: pd.DataFrame,
-              rollups: pd.DataFrame) -> None:  # fmt: skip
+def _headline(
+    v: data.View, recent: Span, window: Span, minutes: pd.DataFrame, rollups: pd.DataFrame
+) -> None:
     now = metrics.kpis(recent.of(minutes), _p99(recent), recent.length)
     worst_hour = v.grain == "hour"  # no exact p99 over a week: the worst hour's
     over = metrics.kpis(window.of(rollups), None if worst_hour else _p99(window), window.length)
@@ -102,8 +103,9 @@ def _headline(v: data.View, recent: Span, window: Span, minutes: pd.DataFrame,
         )
 
 
-def _health(v: data.View, recent: Span, minutes: pd.DataFrame, rollups: pd.DataFrame,
-            drills: pd.DataFrame) -> None:  # fmt: skip
+def _health(
+    v: data.View, recent: Span, minutes: pd.DataFrame, rollups: pd.DataFrame, drills: pd.DataFrame
+) -> None:
     week = (v.now - timedelta(days=7)).replace(second=0, microsecond=0)
     events = data.query("breaker_events", since=week)
     gone = (v.now - metrics.PROCESS_GONE_AFTER).replace(second=0, microsecond=0)

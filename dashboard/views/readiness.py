@@ -27,9 +27,11 @@ drills = data.query("drills")
 primaries = data.query("route_primaries")
 names = readiness_metrics.routes(runs, drills, primaries)
 if not names:
-    st.info("No route has traffic, an eval or a drill yet. Run "
-            "`switchover eval cases.toml --route support` (docs/evals.md).",
-            icon=":material/fact_check:")  # fmt: skip
+    st.info(
+        "No route has traffic, an eval or a drill yet. Run "
+        "`switchover eval cases.toml --route support` (docs/evals.md).",
+        icon=":material/fact_check:",
+    )
     st.stop()
 route = st.selectbox("Route", names, key="readiness_route")
 primary = readiness_metrics.primary_of(primaries, route)
@@ -55,18 +57,22 @@ else:
     targets = readiness_metrics.target_table(run, primary)
     st.dataframe(
         targets.assign(cost_usd=targets["cost_usd"].map(readiness_metrics.cost_text)),
-        hide_index=True, width="stretch",
+        hide_index=True,
+        width="stretch",
         column_config={
-            "pass_rate": st.column_config.ProgressColumn("pass rate", format="percent",
-                                                         help=define("pass rate")),
+            "pass_rate": st.column_config.ProgressColumn(
+                "pass rate", format="percent", help=define("pass rate")
+            ),
             "passed": st.column_config.TextColumn("passed / cases"),
             "latency_p50_ms": st.column_config.NumberColumn("p50 latency (ms)", format="%.0f"),
-            "cost_usd": st.column_config.TextColumn("cost of the run",
-                                                    help=define("cost of an eval run")),
-            "minimum": st.column_config.TextColumn("minimum pass rate",
-                                                   help=define("minimum pass rate")),
+            "cost_usd": st.column_config.TextColumn(
+                "cost of the run", help=define("cost of an eval run")
+            ),
+            "minimum": st.column_config.TextColumn(
+                "minimum pass rate", help=define("minimum pass rate")
+            ),
         },
-    )  # fmt: skip
+    )
     failed = readiness_metrics.failed_cases(data.query("eval_results", run_id=latest.run_id))
     with st.expander(f"Failed cases of the latest run ({len(failed)})", expanded=False):
         if failed.empty:
@@ -78,10 +84,11 @@ else:
     left.plotly_chart(charts.pass_rates(run, latest.min_pass_rate), width="stretch")
     if len(past):
         right.plotly_chart(
-            charts.pass_rate_history(past.assign(started_at=v.local(past["started_at"])),
-                                     latest.min_pass_rate),
+            charts.pass_rate_history(
+                past.assign(started_at=v.local(past["started_at"])), latest.min_pass_rate
+            ),
             width="stretch",
-        )  # fmt: skip
+        )
 
 st.subheader("Drills")
 mine = drills[drills["route"] == route]
@@ -107,21 +114,30 @@ if drill is not None:
     requests = readiness_metrics.count_text(drill.requests)
     opened = readiness_metrics.seconds_text(drill.breaker_opened_after_s)
     cells[0].metric("Verdict", str(drill.verdict), help=define("drill verdict"))
-    cells[1].metric("Served by backups", f"{served} of {requests}",
-                    help=define("served by backups"))  # fmt: skip
-    cells[2].metric("Failed requests", readiness_metrics.count_text(drill.failed),
-                    help=define("failed in the drill"))  # fmt: skip
-    cells[3].metric("Breaker opened after", opened,
-                    help=define("breaker opened after"))  # fmt: skip
-    cells[4].metric("Cost difference", readiness_metrics.change_text(drill.cost_difference_usd),
-                    help=define("cost difference"))  # fmt: skip
+    cells[1].metric(
+        "Served by backups", f"{served} of {requests}", help=define("served by backups")
+    )
+    cells[2].metric(
+        "Failed requests",
+        readiness_metrics.count_text(drill.failed),
+        help=define("failed in the drill"),
+    )
+    cells[3].metric("Breaker opened after", opened, help=define("breaker opened after"))
+    cells[4].metric(
+        "Cost difference",
+        readiness_metrics.change_text(drill.cost_difference_usd),
+        help=define("cost difference"),
+    )
     restored, after = readiness_metrics.restored_text(drill.restored, drill.restored_after_s)
-    cells[5].metric("Restored", restored, after, delta_color="off", delta_arrow="off",
-                    help=define("restored"))  # fmt: skip
+    cells[5].metric(
+        "Restored", restored, after, delta_color="off", delta_arrow="off", help=define("restored")
+    )
     reasons = readiness_metrics.drill_why(drill)
     if reasons:  # a failed drill always says why, never only "failed" and its figures
-        st.error("**Why the drill failed**\n\n" + "\n".join(f"- {r}" for r in reasons),
-                 icon=":material/report:")  # fmt: skip
+        st.error(
+            "**Why the drill failed**\n\n" + "\n".join(f"- {r}" for r in reasons),
+            icon=":material/report:",
+        )
     elif isinstance(drill.summary, str) and drill.summary:
         {"passed": st.success}.get(drill.verdict, st.info)(drill.summary)
     note = readiness_metrics.preflight_note(drill)
@@ -133,15 +149,22 @@ quality = readiness_metrics.quality_by_target(data.rollups(v, route=route))
 if quality.empty:
     st.caption(f"No requests on {route} in the last {v.label}.")
 else:
-    st.caption(f"Answers that broke {route}'s output contract or a tool's schema, in the last "
-               f"{v.label}, counted on the target that gave them.")  # fmt: skip
+    st.caption(
+        f"Answers that broke {route}'s output contract or a tool's schema, in the last "
+        f"{v.label}, counted on the target that gave them."
+    )
     st.dataframe(
-        quality, hide_index=True, width="stretch",
+        quality,
+        hide_index=True,
+        width="stretch",
         column_config={
-            "quality_errors": st.column_config.NumberColumn("quality errors",
-                                                            help=define("quality errors")),
+            "quality_errors": st.column_config.NumberColumn(
+                "quality errors", help=define("quality errors")
+            ),
             "per_answered": st.column_config.ProgressColumn(
-                "quality errors per answered", format="percent",
-                help=define("quality errors per answered")),
+                "quality errors per answered",
+                format="percent",
+                help=define("quality errors per answered"),
+            ),
         },
-    )  # fmt: skip
+    )

@@ -82,10 +82,15 @@ for stem, (title, frame) in render.tables(report).items():
         st.caption(render.empty_text(report, stem))
 
 cols = st.columns(3)
-cols[0].download_button("HTML (self-contained)", render.html(report),
-                        file_name=f"reliability-{week}.html", mime="text/html")  # fmt: skip
-cols[1].download_button("Markdown", render.markdown(report),
-                        file_name=f"reliability-{week}.md", mime="text/markdown")  # fmt: skip
+cols[0].download_button(
+    "HTML (self-contained)",
+    render.html(report),
+    file_name=f"reliability-{week}.html",
+    mime="text/html",
+)
+cols[1].download_button(
+    "Markdown", render.markdown(report), file_name=f"reliability-{week}.md", mime="text/markdown"
+)
 bundle = io.BytesIO()
 with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
     for stem, (_, frame) in render.csv_tables(report).items():

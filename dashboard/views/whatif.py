@@ -70,10 +70,12 @@ def _from_store(path: str, changed: float, kind: str, **what) -> str:
     if kind == "incident":
         built = from_store.scenario_from_incident(data.published(), config, what["incident_id"])
     else:
-        outage = from_store.Outage(what["target"], what["start_s"], what["length_s"],
-                                   what["fault"], what["rate"])  # fmt: skip
-        built = from_store.scenario_from_traffic(data.published(), config, what["start"],
-                                                 what["end"], outage=outage)  # fmt: skip
+        outage = from_store.Outage(
+            what["target"], what["start_s"], what["length_s"], what["fault"], what["rate"]
+        )
+        built = from_store.scenario_from_traffic(
+            data.published(), config, what["start"], what["end"], outage=outage
+        )
     return to_toml(built)
 
 
@@ -97,13 +99,16 @@ def _our_traffic(v: data.View, path: Path) -> tuple[str, str]:
     end = min(datetime.combine(last + timedelta(days=1), time(), v.tz).astimezone(UTC), v.now)
     recorded = data.query("traffic_minute", since=start, until=end)
     if recorded.empty or not recorded["requests"].sum():
-        st.info(f"No recorded traffic from {v.stamp(start)} to {v.stamp(end)} ({v.tz.key}): "
-                "the store keeps 35 days.")  # fmt: skip
+        st.info(
+            f"No recorded traffic from {v.stamp(start)} to {v.stamp(end)} ({v.tz.key}): "
+            "the store keeps 35 days."
+        )
         st.stop()
     target = cols[1].selectbox("Fails", targets, key="whatif_outage_target")
     fault = cols[2].selectbox("How", from_store.OUTAGE_KINDS, key="whatif_outage_kind")
-    rate = cols[3].slider("Share of its calls", 5, 100, 100, 5, format="%d %%",
-                          key="whatif_outage_rate")  # fmt: skip
+    rate = cols[3].slider(
+        "Share of its calls", 5, 100, 100, 5, format="%d %%", key="whatif_outage_rate"
+    )
     when = st.columns(4)
     length = when[0].text_input("For", "30m", key="whatif_outage_for")
     length_s = parse_duration(length)
@@ -111,16 +116,30 @@ def _our_traffic(v: data.View, path: Path) -> tuple[str, str]:
         st.error('Say how long the outage lasts as a duration: "2h", "45m".')
         st.stop()
     busiest = _busiest(recorded, start, end, length_s).astimezone(v.tz)
-    day = when[1].date_input("Starting on", busiest.date(), min_value=first, max_value=last,
-                             key=f"whatif_outage_day_{first}_{last}")  # fmt: skip
-    at = when[2].time_input(f"at ({v.tz.key})", busiest.time(), step=60,
-                            key=f"whatif_outage_at_{first}_{last}")  # fmt: skip
+    day = when[1].date_input(
+        "Starting on",
+        busiest.date(),
+        min_value=first,
+        max_value=last,
+        key=f"whatif_outage_day_{first}_{last}",
+    )
+    at = when[2].time_input(
+        f"at ({v.tz.key})", busiest.time(), step=60, key=f"whatif_outage_at_{first}_{last}"
+    )
     begins = datetime.combine(day, at, v.tz).astimezone(UTC)
-    when[3].caption(f"By default over the busiest {length} of the range, from "
-                    f"{v.stamp(busiest)}.")  # fmt: skip
-    text = _from_store(str(path), path.stat().st_mtime, "traffic", start=start, end=end,
-                       target=target, fault=fault, rate=rate / 100,
-                       start_s=(begins - start).total_seconds(), length_s=length_s)  # fmt: skip
+    when[3].caption(f"By default over the busiest {length} of the range, from {v.stamp(busiest)}.")
+    text = _from_store(
+        str(path),
+        path.stat().st_mtime,
+        "traffic",
+        start=start,
+        end=end,
+        target=target,
+        fault=fault,
+        rate=rate / 100,
+        start_s=(begins - start).total_seconds(),
+        length_s=length_s,
+    )
     return tomllib.loads(text)["name"], text
 
 
@@ -143,19 +162,22 @@ def _an_incident(v: data.View, path: Path) -> tuple[str, str]:
     """A recorded incident, the one in the address when the Incidents page sent us here."""
     incidents = data.query("replayable_incidents", since=None)
     if incidents.empty:
-        st.info("No incident to replay yet: one can be replayed once it has ended and the "
-                "scheduler has published its minutes.")  # fmt: skip
+        st.info(
+            "No incident to replay yet: one can be replayed once it has ended and the "
+            "scheduler has published its minutes."
+        )
         st.stop()
     labels = {
         row.incident_id: f"{describe(row.target, row.family)} · {v.stamp(row.started_at)} "
         f"({v.tz.key}) · {(row.ended_at - row.started_at).total_seconds() / 60:,.0f} min"
         for row in incidents.itertuples()
-    }  # fmt: skip
+    }
     asked = st.query_params.get("incident")
     ids = list(labels)
     index = ids.index(asked) if asked in labels else 0
-    chosen = st.selectbox("Incident", ids, index=index, format_func=labels.get,
-                          key="whatif_incident")  # fmt: skip
+    chosen = st.selectbox(
+        "Incident", ids, index=index, format_func=labels.get, key="whatif_incident"
+    )
     text = _from_store(str(path), path.stat().st_mtime, "incident", incident_id=chosen)
     return tomllib.loads(text)["name"], text
 
@@ -203,8 +225,11 @@ def _progress(folder: Path) -> None:
     if job.over:
         st.rerun()
     elapsed = (datetime.now(UTC) - job.started_at).total_seconds()
-    st.progress(job.share, text=f"Simulating {job.title} in its own process: {job.doing}, "
-                f"{job.share:.0%} after {elapsed:,.0f} s")  # fmt: skip
+    st.progress(
+        job.share,
+        text=f"Simulating {job.title} in its own process: {job.doing}, "
+        f"{job.share:.0%} after {elapsed:,.0f} s",
+    )
     if st.button("Stop", key="whatif_stop"):
         jobs.stop(folder)
         st.rerun()
@@ -227,8 +252,10 @@ def _in_red(comparison: Comparison, table: pd.DataFrame):
 def _results(comparison: Comparison, job: jobs.JobStatus, v: data.View) -> None:
     st.subheader(f"Results: {comparison.scenario}")
     seconds = (job.updated_at - job.started_at).total_seconds()
-    st.caption(f"Run at {v.stamp(job.started_at)} ({v.tz.key}) with {job.scale * 100:g} % of the "
-               f"scenario's traffic, in {seconds:,.0f} s. Failing candidates first.")  # fmt: skip
+    st.caption(
+        f"Run at {v.stamp(job.started_at)} ({v.tz.key}) with {job.scale * 100:g} % of the "
+        f"scenario's traffic, in {seconds:,.0f} s. Failing candidates first."
+    )
     notice = scale_notice(comparison)
     if notice:
         st.warning(notice, icon=":material/zoom_out:")
@@ -244,22 +271,40 @@ def _results(comparison: Comparison, job: jobs.JobStatus, v: data.View) -> None:
     ranked = comparison.ranked()
     names = ("price difference", "cache loss", "re-warm", "wasted")
     parts = pd.DataFrame(
-        [(run.label, name, float(value)) for run in ranked
-         for name, value in zip(names, _parts(comparison, run), strict=True)],
+        [
+            (run.label, name, float(value))
+            for run in ranked
+            for name, value in zip(names, _parts(comparison, run), strict=True)
+        ],
         columns=["run", "part", "usd"],
-    )  # fmt: skip
-    st.plotly_chart(charts.stacked(parts, "run", "usd", "part", "Extra cost by candidate, "
-                                   "against the baseline", "USD", unit="usd"),
-                    width="stretch")  # fmt: skip
+    )
+    st.plotly_chart(
+        charts.stacked(
+            parts,
+            "run",
+            "usd",
+            "part",
+            "Extra cost by candidate, against the baseline",
+            "USD",
+            unit="usd",
+        ),
+        width="stretch",
+    )
     series = pd.DataFrame(
         [(run.label, pd.Timestamp(b), r) for run in ranked for b, r in run.fallback_by_minute],
         columns=["run", "bucket", "fallback_rate"],
     )
     st.plotly_chart(
-        charts.lines_by(series.assign(bucket=v.local(series["bucket"])), "bucket",
-                        "fallback_rate", "run", "Fallback rate over time", "share of requests"),
+        charts.lines_by(
+            series.assign(bucket=v.local(series["bucket"])),
+            "bucket",
+            "fallback_rate",
+            "run",
+            "Fallback rate over time",
+            "share of requests",
+        ),
         width="stretch",
-    )  # fmt: skip
+    )
 
 
 def _parts(comparison: Comparison, run) -> tuple:
@@ -275,14 +320,21 @@ st.caption(
 )
 v = data.view()
 root = data.data_paths().root
-source = st.segmented_control(
-    "Scenario from", SOURCES, key="whatif_source",
-    default="an incident" if st.query_params.get("incident") else "the library",
-) or "the library"  # fmt: skip
+source = (
+    st.segmented_control(
+        "Scenario from",
+        SOURCES,
+        key="whatif_source",
+        default="an incident" if st.query_params.get("incident") else "the library",
+    )
+    or "the library"
+)
 config_path = None if source == "the library" else _config_path()
 if source != "the library" and config_path is None:
-    st.info(f"Which routes to simulate? Put switchover.toml in the dashboard's folder, or name "
-            f"it in ${CONFIG_ENV}.")  # fmt: skip
+    st.info(
+        f"Which routes to simulate? Put switchover.toml in the dashboard's folder, or name "
+        f"it in ${CONFIG_ENV}."
+    )
     st.stop()
 try:
     if source == "the library":
@@ -294,8 +346,9 @@ try:
 except ConfigError as exc:
     st.error(f"No scenario from the store: {exc}")
     st.stop()
-text = st.text_area("Scenario (TOML; edit freely)", built, height=260,
-                    key=f"whatif_text_{slug(name)}")  # fmt: skip
+text = st.text_area(
+    "Scenario (TOML; edit freely)", built, height=260, key=f"whatif_text_{slug(name)}"
+)
 try:
     scenario = parse_scenario(tomllib.loads(text), source=name)
 except (ConfigError, tomllib.TOMLDecodeError) as exc:
@@ -303,25 +356,34 @@ except (ConfigError, tomllib.TOMLDecodeError) as exc:
     st.stop()
 st.markdown(scenario.description)
 
-known = sorted({*scenario.backups, *(t.name for r in scenario.config.routes.values()
-                                     for t in r.targets[1:])})  # fmt: skip
+known = sorted(
+    {*scenario.backups, *(t.name for r in scenario.config.routes.values() for t in r.targets[1:])}
+)
 cols = st.columns([3, 2, 1])
-backups = cols[0].multiselect("Backup candidates", known, default=list(scenario.backups) or known,
-                              key=f"whatif_backups_{slug(name)}")  # fmt: skip
+backups = cols[0].multiselect(
+    "Backup candidates",
+    known,
+    default=list(scenario.backups) or known,
+    key=f"whatif_backups_{slug(name)}",
+)
 extra = cols[0].text_input(
     "Another backup (any provider/model genai-prices knows)",
     placeholder="groq/llama-3.3-70b-versatile",
     key="whatif_extra",
 )
-scale_label = cols[1].segmented_control("Traffic", list(SCALES), default="100 %",
-                                        key="whatif_scale") or "100 %"  # fmt: skip
+scale_label = (
+    cols[1].segmented_control("Traffic", list(SCALES), default="100 %", key="whatif_scale")
+    or "100 %"
+)
 scale = SCALES[scale_label]
 candidates = [*backups, *([extra.strip()] if extra.strip() else [])]
 requests = _requests(text, scale) * (1 + len(candidates))
 cols[1].caption(f"{requests:,} simulated requests, about {requests / _rate(root):,.0f} s")
 if scale < 1:
-    cols[1].caption(f"Limits are compared at {scale_label} of their value, and the run cannot "
-                    "reach them: see the notice with the results.")  # fmt: skip
+    cols[1].caption(
+        f"Limits are compared at {scale_label} of their value, and the run cannot "
+        "reach them: see the notice with the results."
+    )
 if cols[2].button("Save scenario", key="whatif_save"):
     folder = _saved_dir()
     folder.mkdir(parents=True, exist_ok=True)

@@ -304,8 +304,9 @@ def _eval_pass_rate(rule: Rule, ctx: Context) -> list[Observation]:
                 f"minimum {floor:.0f} %) in the run of {finished:%Y-%m-%d %H:%M} UTC "
                 f"({cases_file}); a fallback to it would answer wrongly"
             )
-            fired.append(Observation(rule, f"{route}: {target}", rate, summary,
-                                     about=(route, target)))  # fmt: skip
+            fired.append(
+                Observation(rule, f"{route}: {target}", rate, summary, about=(route, target))
+            )
     return fired
 
 

@@ -101,8 +101,9 @@ def credential(rule: Rule, ctx: Context) -> list[Observation]:
         env = ctx.key_envs.get(provider)
         subject = f"{target} ({env})" if env else target
         group = f"{provider} key {env}" if env else f"{provider} key"
-        fired.append(Observation(rule, subject, float(faults), summary, group=group,
-                                 about=(target,)))  # fmt: skip
+        fired.append(
+            Observation(rule, subject, float(faults), summary, group=group, about=(target,))
+        )
     return fired
 
 

@@ -264,5 +264,8 @@ class Outbox:
         )
         log.warning(
             "alert notification %s not delivered (attempt %d of %d): %s",
-            result.notification_id, failures, limit, result.error,
-        )  # fmt: skip
+            result.notification_id,
+            failures,
+            limit,
+            result.error,
+        )

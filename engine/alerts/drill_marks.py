@@ -63,8 +63,9 @@ def mark_drills(
                 for drill_id, route, target, started, until in drills
                 if until >= since and (route in obs.names or target in obs.names)
             ]
-            marked[rule].append(replace(obs, summary=obs.summary + "".join(notes)) if notes
-                                else obs)  # fmt: skip
+            marked[rule].append(
+                replace(obs, summary=obs.summary + "".join(notes)) if notes else obs
+            )
     return marked
 
 

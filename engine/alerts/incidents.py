@@ -218,8 +218,10 @@ def _across_quiet(
     ]
     if not pairs:
         return windows
-    gaps = [{"id": i, "target": b.target, "w_lo": b.start, "lo": b.evidence_end, "hi": a.start}
-            for i, b, a in pairs]  # fmt: skip
+    gaps = [
+        {"id": i, "target": b.target, "w_lo": b.start, "lo": b.evidence_end, "hi": a.start}
+        for i, b, a in pairs
+    ]
     con.register("gaps", pa.Table.from_pylist(gaps, schema=_GAPS))
     try:
         between = {row[0]: row[1:] for row in con.execute(_ACTIVE_IN_GAPS).fetchall()}
@@ -268,8 +270,10 @@ def refresh_incidents(
     (its attempts may have moved to the archive: engine.store.retention)."""
     policy = policy or IncidentPolicy()
     floor = refresh_floor(con)
-    stored = {incident_id for (incident_id,) in con.execute("SELECT incident_id FROM incidents")
-              .fetchall()}  # fmt: skip
+    stored = {
+        incident_id
+        for (incident_id,) in con.execute("SELECT incident_id FROM incidents").fetchall()
+    }
     keep: list[str] = []
     fresh: list[Window] = []
     for window in detect(con, now, policy, evidence):
@@ -313,12 +317,24 @@ def _last_faults(con: duckdb.DuckDBPyConnection, windows: list[Window]) -> dict[
     if not windows:
         return {}
     table = pa.Table.from_pylist(
-        [{"id": w.id, "target": w.target, "bucket": w.last_fault,
-          "kinds": list(BY_NAME[w.family].fault_kinds)} for w in windows],
-        schema=pa.schema([("id", pa.string()), ("target", pa.string()),
-                          ("bucket", pa.timestamp("us", tz="UTC")),
-                          ("kinds", pa.list_(pa.string()))]),
-    )  # fmt: skip
+        [
+            {
+                "id": w.id,
+                "target": w.target,
+                "bucket": w.last_fault,
+                "kinds": list(BY_NAME[w.family].fault_kinds),
+            }
+            for w in windows
+        ],
+        schema=pa.schema(
+            [
+                ("id", pa.string()),
+                ("target", pa.string()),
+                ("bucket", pa.timestamp("us", tz="UTC")),
+                ("kinds", pa.list_(pa.string())),
+            ]
+        ),
+    )
     span = {"lo": min(w.last_fault for w in windows),
             "hi": max(w.last_fault for w in windows) + MINUTE}  # fmt: skip
     con.register("last_minutes", table)

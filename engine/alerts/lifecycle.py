@@ -184,11 +184,17 @@ def _queue(
     for receiver in config.receivers:
         if not receiver.wants(alert["severity"]):
             continue
-        con.execute(_QUEUE, {
-            "id": f"{first}:{event}:{receiver.name}", "alert_id": first, "event": event,
-            "receiver": receiver.name, "payload": payload(receiver.kind, event, alert),
-            "now": now,
-        })  # fmt: skip
+        con.execute(
+            _QUEUE,
+            {
+                "id": f"{first}:{event}:{receiver.name}",
+                "alert_id": first,
+                "event": event,
+                "receiver": receiver.name,
+                "payload": payload(receiver.kind, event, alert),
+                "now": now,
+            },
+        )
 
 
 def _together(group: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -76,9 +76,13 @@ def alerts_silence(
         raise _fail(f'--for: {duration!r} is not a duration like "30m", "2h" or "1d"')
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     request_silence(
-        paths, rule, duration=timedelta(seconds=seconds), now=datetime.now(UTC),
-        subject=subject, reason=reason,
-    )  # fmt: skip
+        paths,
+        rule,
+        duration=timedelta(seconds=seconds),
+        now=datetime.now(UTC),
+        subject=subject,
+        reason=reason,
+    )
     typer.echo(f"{rule}{f' ({subject})' if subject else ''} silenced for {duration}")
 
 

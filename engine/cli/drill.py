@@ -89,17 +89,23 @@ def _drive(client: httpx.Client, body: dict[str, Any]) -> str:
     ends_at = datetime.fromisoformat(started["ends_at"])
     if started.get("forced"):
         typer.secho(f"started with --force: {started['preflight']}", fg="yellow", err=True)
-    typer.echo(f"drill {drill_id}: {target} fails on route {route} as if its key were "
-               f"invalid, until {ends_at:%H:%M:%S} UTC (Ctrl-C ends it early)")  # fmt: skip
+    typer.echo(
+        f"drill {drill_id}: {target} fails on route {route} as if its key were "
+        f"invalid, until {ends_at:%H:%M:%S} UTC (Ctrl-C ends it early)"
+    )
     try:
         ran_out = _count_down(ends_at, lambda: _running(client, drill_id))
     except KeyboardInterrupt:
         typer.echo("ending the drill early")
     else:
         if not ran_out:
-            typer.secho("the drill ended before its planned end: it ends itself when a request "
-                        f"of {route} fails with every provider unavailable (the report says "
-                        "why)", fg="yellow", err=True)  # fmt: skip
+            typer.secho(
+                "the drill ended before its planned end: it ends itself when a request "
+                f"of {route} fails with every provider unavailable (the report says "
+                "why)",
+                fg="yellow",
+                err=True,
+            )
     finally:
         _end(client, drill_id)
     return drill_id
@@ -140,8 +146,9 @@ def _end(client: httpx.Client, drill_id: str) -> None:
         typer.secho(f"could not end the drill ({exc}); it stops at its planned end", err=True)
         return
     if reply.status_code not in (200, 404):  # 404: it reached its end already
-        typer.secho(f"could not end the drill ({reply.status_code}); it stops at its planned "
-                    "end", err=True)  # fmt: skip
+        typer.secho(
+            f"could not end the drill ({reply.status_code}); it stops at its planned end", err=True
+        )
 
 
 def _count_down(ends_at: datetime, running: Callable[[], bool]) -> bool:
@@ -192,8 +199,11 @@ def _show(report: dict[str, Any], target: str) -> None:
     typer.echo(f"  failed requests: {report['failed']}{caused}")
     typer.echo(f"  calls refused by the drill: {report['drill_faults']}")
     opened = report["breaker_opened_after_s"]
-    typer.echo("  breaker of " + target + (f" opened after {opened:.1f} s" if opened is not None
-                                           else " never opened"))  # fmt: skip
+    typer.echo(
+        "  breaker of "
+        + target
+        + (f" opened after {opened:.1f} s" if opened is not None else " never opened")
+    )
     # cost = the primary's estimate + the difference, at one precision and adding up as shown
     cost, shown = format_parts(Decimal(report["cost_usd"]), {
         "primary": Decimal(report["primary_estimate_usd"]),
@@ -201,8 +211,13 @@ def _show(report: dict[str, Any], target: str) -> None:
     })  # fmt: skip
     change = said_as_change(shown["difference"])  # "saved $x", "cost $x more"
     change = change if change == "no difference" else f"the backups {change}"
-    typer.echo(f"  cost {cost}, on the primary it would have been {shown['primary']} "
-               f"({change})")  # fmt: skip
+    typer.echo(f"  cost {cost}, on the primary it would have been {shown['primary']} ({change})")
     back = report["restored_after_s"]
-    typer.echo(f"  {target} " + (f"served again {back:.1f} s after the drill" if back is not None
-                                 else "not seen serving since the drill"))  # fmt: skip
+    typer.echo(
+        f"  {target} "
+        + (
+            f"served again {back:.1f} s after the drill"
+            if back is not None
+            else "not seen serving since the drill"
+        )
+    )

@@ -81,8 +81,15 @@ def scheduler(
         postgres_url, store = loaded.state.postgres_url, loaded.store
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     try:
-        run_scheduler(paths, pricer, cycle_s=cycle_s, alerting=alerting, reports=reports,
-                      postgres_url=postgres_url, store=store)  # fmt: skip
+        run_scheduler(
+            paths,
+            pricer,
+            cycle_s=cycle_s,
+            alerting=alerting,
+            reports=reports,
+            postgres_url=postgres_url,
+            store=store,
+        )
     except RuntimeError as exc:  # another scheduler holds the database
         raise _fail(str(exc)) from None
 
@@ -149,10 +156,21 @@ def up(
         # (every child stopped in order, the spool flushed), and once is enough.
         with stop.on_signals():
             if demo:
-                return await run_demo(port=port, paths=paths, gateway_port=gateway_port,
-                                      dashboard_port=board, stop=stop)  # fmt: skip
-            return await run_stack(config, paths, gateway_port=gateway_port, say=typer.echo,
-                                   dashboard_port=board, stop=stop)  # fmt: skip
+                return await run_demo(
+                    port=port,
+                    paths=paths,
+                    gateway_port=gateway_port,
+                    dashboard_port=board,
+                    stop=stop,
+                )
+            return await run_stack(
+                config,
+                paths,
+                gateway_port=gateway_port,
+                say=typer.echo,
+                dashboard_port=board,
+                stop=stop,
+            )
 
     code = 130  # interrupted before the event loop ran: nothing was started
     with contextlib.suppress(KeyboardInterrupt):

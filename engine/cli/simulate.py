@@ -88,8 +88,16 @@ def simulate_command(
 
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     try:
-        built = _scenario(scenario, from_traffic, outage, replay_incident, backup or (),
-                          parse_limits(limit or ()), config, paths)  # fmt: skip
+        built = _scenario(
+            scenario,
+            from_traffic,
+            outage,
+            replay_incident,
+            backup or (),
+            parse_limits(limit or ()),
+            config,
+            paths,
+        )
     except ConfigError as exc:
         raise _fail(str(exc)) from None
     if scale != 1:
@@ -104,16 +112,30 @@ def simulate_command(
 
 
 def _scenario(
-    scenario: str | None, from_traffic: str | None, outage: str | None,
-    replay_incident: str | None, backups: Sequence[str], limits: dict[str, Limits],
-    config: Path, paths: DataPaths,
-) -> Scenario:  # fmt: skip
+    scenario: str | None,
+    from_traffic: str | None,
+    outage: str | None,
+    replay_incident: str | None,
+    backups: Sequence[str],
+    limits: dict[str, Limits],
+    config: Path,
+    paths: DataPaths,
+) -> Scenario:
     """The scenario the options describe."""
-    given = [name for name, value in (("SCENARIO", scenario), ("--from-traffic", from_traffic),
-                                      ("--replay-incident", replay_incident)) if value]  # fmt: skip
+    given = [
+        name
+        for name, value in (
+            ("SCENARIO", scenario),
+            ("--from-traffic", from_traffic),
+            ("--replay-incident", replay_incident),
+        )
+        if value
+    ]
     if len(given) != 1:
-        raise ConfigError("give exactly one of SCENARIO, --from-traffic or --replay-incident"
-                          + (f" (got {' and '.join(given)})" if given else ""))  # fmt: skip
+        raise ConfigError(
+            "give exactly one of SCENARIO, --from-traffic or --replay-incident"
+            + (f" (got {' and '.join(given)})" if given else "")
+        )
     if outage is not None and from_traffic is None:
         raise ConfigError("--outage goes with --from-traffic (a scenario has its own faults)")
     if scenario is not None:
@@ -135,9 +157,14 @@ def _scenario(
             raise ConfigError("--from-traffic needs --outage TARGET,START,LENGTH,KIND: what fails")
         start, end = parse_window(from_traffic, datetime.now(UTC))
         return from_store.scenario_from_traffic(
-            published, chain, start, end, outage=parse_outage(outage, start),
-            backups=tuple(backups), limits=limits,
-        )  # fmt: skip
+            published,
+            chain,
+            start,
+            end,
+            outage=parse_outage(outage, start),
+            backups=tuple(backups),
+            limits=limits,
+        )
     finally:
         published.close()
 
@@ -150,8 +177,10 @@ def _config(path: Path, paths: DataPaths) -> Config:
         from simulations.demo import DEMO_CONFIG, DEMO_MARKER
 
         if (paths.root / DEMO_MARKER).exists():
-            typer.echo(f"no {path}: the demo's routes ({DEMO_CONFIG.name}), as {paths.root} holds "
-                       "demo data")  # fmt: skip
+            typer.echo(
+                f"no {path}: the demo's routes ({DEMO_CONFIG.name}), as {paths.root} holds "
+                "demo data"
+            )
             return load_config(DEMO_CONFIG)
     return load_config(path)
 
@@ -175,8 +204,13 @@ def _run(scenario: Scenario, backups: list[str] | None, out: Path | None, paths:
 
         try:
             # Large comparisons run side by side, a process per core (this is a guarded main).
-            comparison = run(scenario, backups, results_dir=paths.root / "simulations",
-                             progress=progress, processes=None)  # fmt: skip
+            comparison = run(
+                scenario,
+                backups,
+                results_dir=paths.root / "simulations",
+                progress=progress,
+                processes=None,
+            )
         except ConfigError as exc:
             raise _fail(str(exc)) from None
     typer.echo(comparison_table(comparison))
@@ -207,8 +241,10 @@ def parse_outage(text: str, start: datetime) -> Outage:
 
     parts = [p.strip() for p in text.split(",")]
     if len(parts) not in (4, 5):
-        raise ConfigError(f"--outage {text!r}: write TARGET,START,LENGTH,KIND[,RATE], like "
-                          "claude/claude-sonnet-4-5,2h,45m,overloaded")  # fmt: skip
+        raise ConfigError(
+            f"--outage {text!r}: write TARGET,START,LENGTH,KIND[,RATE], like "
+            "claude/claude-sonnet-4-5,2h,45m,overloaded"
+        )
     target, begins, length, kind = parts[:4]
     offset = parse_duration(begins)
     if offset is None:
@@ -232,10 +268,12 @@ def parse_limits(texts: Sequence[str]) -> dict[str, Limits]:
     for text in texts:
         match = re.fullmatch(r"\s*([^=\s]+/[^=\s]+)\s*=\s*(\d*)\s*(?:,\s*(\d*))?\s*", text)
         if match is None or not (match[2] or match[3]):
-            raise ConfigError(f"--limit {text!r}: write TARGET=RPM,TPM, like "
-                              "gpt/gpt-4.1-mini=5000,2000000")  # fmt: skip
-        limits[match[1]] = Limits(int(match[2]) if match[2] else None,
-                                  int(match[3]) if match[3] else None)  # fmt: skip
+            raise ConfigError(
+                f"--limit {text!r}: write TARGET=RPM,TPM, like gpt/gpt-4.1-mini=5000,2000000"
+            )
+        limits[match[1]] = Limits(
+            int(match[2]) if match[2] else None, int(match[3]) if match[3] else None
+        )
     return limits
 
 

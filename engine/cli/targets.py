@@ -44,8 +44,10 @@ def targets_disable(
     by = f"cli ({getpass.getuser()})"
     _run(switches, switches.disable(target, route=route, reason=reason, by=by))
     where = f"route {route}" if route else f"every route ({', '.join(routes)})"
-    typer.echo(f"{target} disabled for {where}. Undo: switchover targets enable {target}"
-               + (f" --route {route}" if route else ""))  # fmt: skip
+    typer.echo(
+        f"{target} disabled for {where}. Undo: switchover targets enable {target}"
+        + (f" --route {route}" if route else "")
+    )
 
 
 @targets_app.command("enable")
@@ -75,8 +77,10 @@ def targets_list(
         where = f"route {e['route']}" if e["route"] else "every route"
         why = f": {e['reason']}" if e["reason"] else ""
         if e.get("kind") == "drill":
-            typer.echo(f"{e['target']}  under drill {e['drill_id']} on {where} since "
-                       f"{e['since']} until {e['until']} by {e['by']}")  # fmt: skip
+            typer.echo(
+                f"{e['target']}  under drill {e['drill_id']} on {where} since "
+                f"{e['since']} until {e['until']} by {e['by']}"
+            )
         else:
             typer.echo(f"{e['target']}  disabled for {where} since {e['since']} by {e['by']}{why}")
 

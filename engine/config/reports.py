@@ -43,6 +43,8 @@ def parse_reports(table: Any, fail: Fail, receivers: set[str]) -> ReportsConfig:
     unknown = sorted(set(send_to) - receivers)
     if unknown:
         known = ", ".join(sorted(receivers)) or "none is configured"
-        raise fail("reports.send_to", f"names no [[alerting.receivers]]: {', '.join(unknown)} "
-                   f"(receivers: {known})")  # fmt: skip
+        raise fail(
+            "reports.send_to",
+            f"names no [[alerting.receivers]]: {', '.join(unknown)} (receivers: {known})",
+        )
     return ReportsConfig(day, hour, float(target), tuple(send_to))

@@ -141,8 +141,11 @@ def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
         prompt = context.prompts.get(name) if name is not None else None
         raw = raw.get("target")
     if not isinstance(raw, str):
-        raise fail(key, f'must be "provider/model" or {{ target = "provider/model", prompt = '
-                   f'"NAME", context_window = N }} (got {raw!r})')  # fmt: skip
+        raise fail(
+            key,
+            f'must be "provider/model" or {{ target = "provider/model", prompt = '
+            f'"NAME", context_window = N }} (got {raw!r})',
+        )
     try:
         target = parse_target(raw)
     except ValueError as exc:

@@ -5,7 +5,7 @@ Pure functions of (HTTP status, headers, body): no I/O, no clock reads (`now` is
 HTTP dates), no HTTP client. Both dialects' error shapes are read leniently, because
 compatible servers and the proxies in front of real providers (Cloudflare HTML pages, FastAPI
 422s, `{"error": "text"}`) do not follow either spec. The decision each row of
-`shared/reference/fault-catalogue.md` maps to is tested row by row in `tests/test_classify.py`.
+`shared/reference/fault-catalogue.md` maps to is tested row by row in `tests/core/test_classify.py`.
 """
 
 from __future__ import annotations

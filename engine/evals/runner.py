@@ -200,14 +200,21 @@ class _Evaluator:
         attempt recorded to telemetry."""
         policy = self.route.policy
         parts = ChainParts(
-            self.config, self.providers, MemoryBreakerStore(policy.breaker_policy()),
-            self.clock, hooks=[self._keep],
-        )  # fmt: skip
+            self.config,
+            self.providers,
+            MemoryBreakerStore(policy.breaker_policy()),
+            self.clock,
+            hooks=[self._keep],
+        )
         # The case's checks judge the answer, not the route's output contract.
         return build_chain(
-            parts, self.route, targets=[target], order=None, contract=None,
+            parts,
+            self.route,
+            targets=[target],
+            order=None,
+            contract=None,
             fall_back_on_quality=False,
-        )  # fmt: skip
+        )
 
     def _keep(self, attempt: Attempt) -> None:
         self._attempts.setdefault(attempt.request_id, []).append(attempt)

@@ -139,15 +139,20 @@ class _Admin:
                 force=force,
             )
         except DrillRefused as exc:
-            log.warning("drill of %s on route %s refused: %s", body.get("target"),
-                        body.get("route"), exc)  # fmt: skip
+            log.warning(
+                "drill of %s on route %s refused: %s", body.get("target"), body.get("route"), exc
+            )
             return _error(409, str(exc), "drill_refused")
         except DrillError as exc:
             return _error(404 if "unknown" in str(exc) else 409, str(exc))
-        log.warning("drill %s: %s fails on route %s until %s%s", drill.drill_id, drill.target,
-                    drill.route, drill.ends_at.isoformat(),
-                    f" (forced past its pre-flight: {drill.preflight})" if drill.forced
-                    else "")  # fmt: skip
+        log.warning(
+            "drill %s: %s fails on route %s until %s%s",
+            drill.drill_id,
+            drill.target,
+            drill.route,
+            drill.ends_at.isoformat(),
+            f" (forced past its pre-flight: {drill.preflight})" if drill.forced else "",
+        )
         return _json({"drill": drill.as_json()})
 
     async def end_drill(self, request: Request) -> Response:
@@ -163,8 +168,9 @@ class _Admin:
             )
         except DrillError as exc:
             return _error(404, str(exc))
-        log.warning("drill %s ended: %s restored on route %s", drill.drill_id, drill.target,
-                    drill.route)  # fmt: skip
+        log.warning(
+            "drill %s ended: %s restored on route %s", drill.drill_id, drill.target, drill.route
+        )
         return _json({"drill": drill.as_json()})
 
     def _refused(self, request: Request) -> Response | None:

@@ -4,7 +4,7 @@ answers that did arrive are `engine.core.classify`'s).
 The httpx exception types are the table: each maps to the fault it stands for, whether the
 request can have reached the provider (`sent`: nothing billed when it cannot have) and the
 decision that follows (`engine.core.errors`). Pure: an exception in, an error out; no I/O.
-Catalogue rows 14-16 are tested in `tests/test_classify.py`.
+Catalogue rows 14-16 are tested in `tests/core/test_classify.py`.
 """
 
 from __future__ import annotations

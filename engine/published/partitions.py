@@ -99,8 +99,17 @@ def append(
             (published_dir / part.file).unlink(missing_ok=True)
         seconds = round(time.perf_counter() - started, 3)
         rows = sum(p.rows for p in parts)
-        return Snapshot(RECENT_ATTEMPTS, f"{FOLDER}/", rows, now, seconds, parts=parts,
-                        through_batch=through, retired=retired, schema=SCHEMA)  # fmt: skip
+        return Snapshot(
+            RECENT_ATTEMPTS,
+            f"{FOLDER}/",
+            rows,
+            now,
+            seconds,
+            parts=parts,
+            through_batch=through,
+            retired=retired,
+            schema=SCHEMA,
+        )
 
     return change_entry(published_dir, RECENT_ATTEMPTS, change)
 
@@ -137,14 +146,19 @@ def _continues(entry: Snapshot | None, through: int) -> bool:
 
 
 def _write_part(
-    con: duckdb.DuckDBPyConnection, published_dir: Path, after: int, through: int,
-    since: datetime, tier: int,
-) -> Part:  # fmt: skip
+    con: duckdb.DuckDBPyConnection,
+    published_dir: Path,
+    after: int,
+    through: int,
+    since: datetime,
+    tier: int,
+) -> Part:
     first = max(after + 1, 0)
     query = _NEW_ROWS + ("" if tier else " ORDER BY started_at")
     params = {"after": after, "through": through, "since": since}
-    file, rows = _copy_part(con, published_dir, f"{first:012d}-{through:012d}-t{tier}",
-                            query, params)  # fmt: skip
+    file, rows = _copy_part(
+        con, published_dir, f"{first:012d}-{through:012d}-t{tier}", query, params
+    )
     (newest,) = con.execute(
         "SELECT max(started_at) FROM read_parquet($f)", {"f": str(published_dir / file)}
     ).fetchone()
@@ -152,9 +166,12 @@ def _write_part(
 
 
 def _copy_part(
-    con: duckdb.DuckDBPyConnection, published_dir: Path, name: str, query: str,
+    con: duckdb.DuckDBPyConnection,
+    published_dir: Path,
+    name: str,
+    query: str,
     params: dict[str, object],
-) -> tuple[str, int]:  # fmt: skip
+) -> tuple[str, int]:
     """`query`'s rows as the part `name`, written aside and renamed into place: (its file,
     relative to the published directory, and its rows)."""
     final = published_dir / FOLDER / f"{name}.parquet"
@@ -203,10 +220,14 @@ def _swap(published_dir: Path, old: tuple[Part, ...], new: Part | None, now: dat
     def change(entry: Snapshot | None) -> Snapshot:
         assert entry is not None, "compaction runs on published parts"
         kept = tuple(p for p in entry.parts if p.file not in gone)
-        parts = tuple(sorted(kept + ((new,) if new is not None and new.rows else ()),
-                             key=lambda p: p.first_batch))  # fmt: skip
-        return replace(entry, parts=parts, rows=sum(p.rows for p in parts),
-                       retired=_retire(entry, old, now))  # fmt: skip
+        parts = tuple(
+            sorted(
+                kept + ((new,) if new is not None and new.rows else ()), key=lambda p: p.first_batch
+            )
+        )
+        return replace(
+            entry, parts=parts, rows=sum(p.rows for p in parts), retired=_retire(entry, old, now)
+        )
 
     change_entry(published_dir, RECENT_ATTEMPTS, change)
     if new is not None and not new.rows:

@@ -116,10 +116,16 @@ def change_entry(
 
 def _snapshot(name: str, entry: dict[str, Any]) -> Snapshot:
     parts = tuple(
-        Part(p["file"], int(p["rows"]), int(p["first_batch"]), int(p["last_batch"]),
-             datetime.fromisoformat(p["newest"]), int(p["tier"]))
+        Part(
+            p["file"],
+            int(p["rows"]),
+            int(p["first_batch"]),
+            int(p["last_batch"]),
+            datetime.fromisoformat(p["newest"]),
+            int(p["tier"]),
+        )
         for p in entry.get("parts", ())
-    )  # fmt: skip
+    )
     through = entry.get("through_batch")
     return Snapshot(
         name=name,

@@ -51,8 +51,9 @@ def write_status(
     now: datetime,
     error: str | None = None,
 ) -> None:
-    status = SchedulerStatus(state, str(database), since, now, error and redact(error),
-                             socket.gethostname(), os.getpid())  # fmt: skip
+    status = SchedulerStatus(
+        state, str(database), since, now, error and redact(error), socket.gethostname(), os.getpid()
+    )
     body = {**asdict(status), "since": since.isoformat(), "updated_at": now.isoformat()}
     atomic_write(path, (json.dumps(body, indent=1) + "\n").encode(), durable=False)
 

@@ -32,11 +32,17 @@ PALETTE = (
 )  # fmt: skip
 TARGET_LINE = "#7F7F7F"
 # plotly's own white template (the same in every process), in the product's colours.
-TEMPLATE = go.layout.Template(pio.templates["plotly_white"], layout={
-    "colorway": list(PALETTE),
-    "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13,
-             "color": "#222222"},
-})  # fmt: skip
+TEMPLATE = go.layout.Template(
+    pio.templates["plotly_white"],
+    layout={
+        "colorway": list(PALETTE),
+        "font": {
+            "family": "system-ui, -apple-system, Segoe UI, sans-serif",
+            "size": 13,
+            "color": "#222222",
+        },
+    },
+)
 MARGIN = {"l": 80, "r": 30, "t": 60, "b": 70}
 HEIGHT = 340
 CONFIG = {"displayModeBar": False, "responsive": True}
@@ -77,21 +83,34 @@ def charts(report: WeekReport) -> list[go.Figure]:
     for route, rows in daily.groupby("route"):
         # A width in milliseconds: plotly derives one from the gaps between bars, and a week
         # with one day of data has none (its bar was a millisecond wide: invisible).
-        spend.add_bar(x=rows["day"], y=rows["cost_usd"], name=route, marker_color=colour[route],
-                      width=BAR_MS, hovertemplate="%{x|%a %d %b}: $%{y:,.2f}<extra>" + route
-                      + "</extra>")  # fmt: skip
+        spend.add_bar(
+            x=rows["day"],
+            y=rows["cost_usd"],
+            name=route,
+            marker_color=colour[route],
+            width=BAR_MS,
+            hovertemplate="%{x|%a %d %b}: $%{y:,.2f}<extra>" + route + "</extra>",
+        )
     spend.update_layout(barmode="stack", yaxis={"tickprefix": "$", "rangemode": "tozero"})
     availability = _figure(report, "Availability per day (drills included)")
     counted = daily[daily["counted"] > 0]
     for route, rows in counted.groupby("route"):
         availability.add_scatter(
-            x=rows["day"], y=rows["answered"] / rows["counted"], name=route, mode="lines+markers",
-            line={"color": colour[route], "width": 3}, marker={"color": colour[route], "size": 9},
+            x=rows["day"],
+            y=rows["answered"] / rows["counted"],
+            name=route,
+            mode="lines+markers",
+            line={"color": colour[route], "width": 3},
+            marker={"color": colour[route], "size": 9},
             hovertemplate="%{x|%a %d %b}: %{y:.2%}<extra>" + route + "</extra>",
-        )  # fmt: skip
-    availability.add_hline(y=report.target, line_dash="dot", line_color=TARGET_LINE,
-                           annotation_text=f"target {report.target:.1%}",
-                           annotation_position="bottom right")  # fmt: skip
+        )
+    availability.add_hline(
+        y=report.target,
+        line_dash="dot",
+        line_color=TARGET_LINE,
+        annotation_text=f"target {report.target:.1%}",
+        annotation_position="bottom right",
+    )
     availability.update_layout(yaxis={"tickformat": ".2%"})  # 99.9x % apart
     return [spend, availability]
 
@@ -99,15 +118,24 @@ def charts(report: WeekReport) -> list[go.Figure]:
 def _figure(report: WeekReport, title: str) -> go.Figure:
     """An empty figure in the report's look, its x axis the week's seven days."""
     half = timedelta(hours=12)
-    return go.Figure(layout={
-        "template": TEMPLATE, "title": {"text": title, "x": 0, "xanchor": "left"},
-        "height": HEIGHT, "margin": MARGIN,
-        "showlegend": True, "legend": {"title": {"text": "route"}, "orientation": "h",
-                                        "y": -0.22},
-        "xaxis": {"range": [report.start - half, report.end - half], "dtick": 86_400_000,
-                  "tickformat": "%a %d %b", "automargin": True, "showgrid": False},
-        "yaxis": {"automargin": True},
-    })  # fmt: skip
+    return go.Figure(
+        layout={
+            "template": TEMPLATE,
+            "title": {"text": title, "x": 0, "xanchor": "left"},
+            "height": HEIGHT,
+            "margin": MARGIN,
+            "showlegend": True,
+            "legend": {"title": {"text": "route"}, "orientation": "h", "y": -0.22},
+            "xaxis": {
+                "range": [report.start - half, report.end - half],
+                "dtick": 86_400_000,
+                "tickformat": "%a %d %b",
+                "automargin": True,
+                "showgrid": False,
+            },
+            "yaxis": {"automargin": True},
+        }
+    )
 
 
 def html(figures: list[go.Figure]) -> list[str]:

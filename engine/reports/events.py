@@ -91,10 +91,12 @@ def top_failures(failures: pd.DataFrame, incidents: pd.DataFrame) -> pd.DataFram
     }
     status = grouped["http_status"].map(lambda s: None if pd.isna(s) else int(s))
     pinned = pd.Series(
-        [(p, c, s) in named
-         for p, c, s in zip(grouped["provider"], grouped["error_class"], status, strict=True)],
+        [
+            (p, c, s) in named
+            for p, c, s in zip(grouped["provider"], grouped["error_class"], status, strict=True)
+        ],
         index=grouped.index,
-    )  # fmt: skip
+    )
     return grouped[(rank < TOP_FAILURES) | pinned].reset_index(drop=True)[columns]
 
 

@@ -45,8 +45,10 @@ def period(report: WeekReport) -> str:
     if cover.over:
         text = f"{week_days(report.start, report.end)} (UTC)"
     else:
-        text = (f"Week to date: {week_days(report.start, max(cover.until, report.start + _MIN))}"
-                f", data up to {moment(cover.until)} UTC")  # fmt: skip
+        text = (
+            f"Week to date: {week_days(report.start, max(cover.until, report.start + _MIN))}"
+            f", data up to {moment(cover.until)} UTC"
+        )
     if cover.start > report.start:
         text += f"; the data begins {moment(cover.start)}"
     return text
@@ -95,8 +97,10 @@ def _route_availability(route: RouteWeek, target: float) -> str:
         text += f", {route.burned(target):.0%} of its error budget burned"
     text += ")"
     if route.drill_failed:
-        text += (f", not counting the {plural(route.drill_failed, 'request')} its drills failed"
-                 f" ({pct(route.availability or 0.0)} with them)")  # fmt: skip
+        text += (
+            f", not counting the {plural(route.drill_failed, 'request')} its drills failed"
+            f" ({pct(route.availability or 0.0)} with them)"
+        )
     return text
 
 
@@ -125,14 +129,17 @@ def impact(row: pd.Series) -> str:
     if not affected:
         return "no request affected (retries on the same target answered them)"
     by_backup = int(row["answered_by_fallback"])
-    text = (f"{plural(affected, 'request')} of {row['routes']} affected, {by_backup:,} answered "
-            f"by a backup, {'none' if not failed else f'{failed:,}'} failed")  # fmt: skip
+    text = (
+        f"{plural(affected, 'request')} of {row['routes']} affected, {by_backup:,} answered "
+        f"by a backup, {'none' if not failed else f'{failed:,}'} failed"
+    )
     drills = row.get("during_drills")
     if isinstance(drills, str) and drills:
         text += f" (during drill {drills})"
     change = format_change(row["extra_cost_usd"])
-    return text + ("; the fallbacks cost no more" if change == "no difference"
-                   else f"; the fallbacks {change}")  # fmt: skip
+    return text + (
+        "; the fallbacks cost no more" if change == "no difference" else f"; the fallbacks {change}"
+    )
 
 
 def _lasted(incident: object, until: datetime) -> tuple[float, bool]:
@@ -156,13 +163,17 @@ def _spend(report: WeekReport) -> str:
         return f"Spend: {total}, {_more(change)} than the week before ({previous})."
     this_days, last_days = duration(cover.days * 86_400), duration(before.days * 86_400)
     if change is None:
-        return (f"Spend{so_far}: {total} in {this_days} of data; the week before, {previous} in "
-                f"{last_days} of data: too little data to compare.")  # fmt: skip
+        return (
+            f"Spend{so_far}: {total} in {this_days} of data; the week before, {previous} in "
+            f"{last_days} of data: too little data to compare."
+        )
     daily = format_usd(report.total_cost / _days(cover.days))
     before_daily = format_usd(report.previous_cost / _days(before.days))
-    return (f"Spend{so_far}: {total} in {this_days} of data, {daily} a day: {_more(change)} a "
-            f"day than the week before ({previous} in {last_days} of data, {before_daily} a "
-            "day).")  # fmt: skip
+    return (
+        f"Spend{so_far}: {total} in {this_days} of data, {daily} a day: {_more(change)} a "
+        f"day than the week before ({previous} in {last_days} of data, {before_daily} a "
+        "day)."
+    )
 
 
 def _days(days: float) -> Decimal:
@@ -194,9 +205,11 @@ def _missed_evals(report: WeekReport) -> list[str]:
     found = []
     for e in evals[evals["below_minimum"].fillna(False).astype(bool)].itertuples():
         role = "primary" if report.primaries.get(e.route) == e.target else "backup"
-        found.append(f"{role} {e.target} failed its eval on {e.route}: {e.pass_rate:.0%} of "
-                     f"the cases passed ({e.passed}/{e.cases}), below the "
-                     f"{e.min_pass_rate:.0%} minimum")  # fmt: skip
+        found.append(
+            f"{role} {e.target} failed its eval on {e.route}: {e.pass_rate:.0%} of "
+            f"the cases passed ({e.passed}/{e.cases}), below the "
+            f"{e.min_pass_rate:.0%} minimum"
+        )
     return found
 
 
@@ -205,15 +218,18 @@ def _refused_keys(report: WeekReport) -> list[str]:
     failures = report.failures
     for row in report.account_faults.itertuples():
         provider = row.target.split("/", 1)[0]
-        classes = failures[(failures["provider"] == provider)
-                           & (failures["fault_kind"] == "account")]  # fmt: skip
+        classes = failures[
+            (failures["provider"] == provider) & (failures["fault_kind"] == "account")
+        ]
         named = ""
         if len(classes):
             top = classes.iloc[0]
             status = "" if pd.isna(top["http_status"]) else f" {int(top['http_status'])}"
             named = f", mostly {top['error_class']}{status}"
-        found.append(f"the key or account of {row.target} was refused "
-                     f"{plural(int(row.attempts), 'time')}{named}")  # fmt: skip
+        found.append(
+            f"the key or account of {row.target} was refused "
+            f"{plural(int(row.attempts), 'time')}{named}"
+        )
     return found
 
 
@@ -258,8 +274,10 @@ def _failed_everywhere(report: WeekReport) -> list[str]:
     for r in report.routes:
         real = r.failed - r.drill_failed
         if real > 0:
-            found.append(f"{plural(real, 'request')} of {r.route} failed with no target "
-                         "answering (drills aside)")  # fmt: skip
+            found.append(
+                f"{plural(real, 'request')} of {r.route} failed with no target "
+                "answering (drills aside)"
+            )
     return found
 
 

@@ -72,8 +72,9 @@ def _sectioned(report: WeekReport) -> list[tuple[str | None, int, str, str, pd.D
     opened = None
     for stem, (title, frame) in tables(report).items():
         section = SECTIONS.get(stem)
-        out.append((section if section != opened else None, 3 if section else 2, stem, title,
-                    frame))  # fmt: skip
+        out.append(
+            (section if section != opened else None, 3 if section else 2, stem, title, frame)
+        )
         opened = section
     return out
 

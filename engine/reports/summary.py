@@ -44,8 +44,10 @@ def _incidents(report: WeekReport) -> str:
     affected = int(incidents["requests_affected"].sum())
     by_backup = int(incidents["answered_by_fallback"].sum())
     failed = int(incidents["failed"].sum())
-    return (f"{plural(len(incidents), 'incident')} affected {plural(affected, 'request')}: "
-            f"{by_backup:,} answered by a backup, {failed:,} failed.")  # fmt: skip
+    return (
+        f"{plural(len(incidents), 'incident')} affected {plural(affected, 'request')}: "
+        f"{by_backup:,} answered by a backup, {failed:,} failed."
+    )
 
 
 def alert_coverage(report: WeekReport) -> str:
@@ -70,17 +72,24 @@ def _alerts(report: WeekReport) -> str:
         said = "No alert fired in the week."
     else:
         critical = int((alerts["severity"] == "critical").sum())
-        said = (f"{plural(len(alerts), 'alert')} fired ({critical:,} critical), each listed "
-                "under Alerts.")  # fmt: skip
+        said = (
+            f"{plural(len(alerts), 'alert')} fired ({critical:,} critical), each listed "
+            "under Alerts."
+        )
     coverage = alert_coverage(report)
     return f"{said} {coverage}" if coverage else said
 
 
 def fallback_parts(report: WeekReport) -> tuple[str, dict[str, str]]:
     """The extra cost of fallbacks and its parts, as shown: one precision, adding up."""
-    return format_parts(report.extra_cost, {
-        "price difference": report.price_difference, "cache loss": report.cache_loss,
-        "re-warm": report.rewarm})  # fmt: skip
+    return format_parts(
+        report.extra_cost,
+        {
+            "price difference": report.price_difference,
+            "cache loss": report.cache_loss,
+            "re-warm": report.rewarm,
+        },
+    )
 
 
 def fallback_cost(report: WeekReport) -> str:
@@ -96,17 +105,24 @@ def fallback_cost(report: WeekReport) -> str:
     else:
         lead = f"Fallbacks cost no more than the primaries would have charged ({total})"
     price, cache, rewarm = parts["price difference"], parts["cache loss"], parts["re-warm"]
-    priced = (f"the backups' lower prices saved {price[1:]}" if read_usd(price) < 0
-              else f"the backups' prices cost {price} more")  # fmt: skip
-    return (f"{lead}: {priced}, lost prompt caching cost {cache}, re-warming the primaries' "
-            f"caches cost {rewarm}.")  # fmt: skip
+    priced = (
+        f"the backups' lower prices saved {price[1:]}"
+        if read_usd(price) < 0
+        else f"the backups' prices cost {price} more"
+    )
+    return (
+        f"{lead}: {priced}, lost prompt caching cost {cache}, re-warming the primaries' "
+        f"caches cost {rewarm}."
+    )
 
 
 def _wasted(report: WeekReport) -> str:
     if not report.wasted:
         return "Nothing was paid for answers nobody got."
-    return (f"{format_usd(report.wasted)} was paid for answers nobody got (retries, timeouts "
-            "after the provider did the work, abandoned streams).")  # fmt: skip
+    return (
+        f"{format_usd(report.wasted)} was paid for answers nobody got (retries, timeouts "
+        "after the provider did the work, abandoned streams)."
+    )
 
 
 def _unavailable(report: WeekReport) -> list[str]:

@@ -10,6 +10,7 @@ value reads "—", never None or NaN.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -100,26 +101,43 @@ def _availability(report: WeekReport, raw: bool) -> pd.DataFrame:
     rows = []
     for r in [*routes, total]:
         scored = r.scored
-        rows.append({
-            "route": r.route, "requests": r.requests, "answered": r.answered,
-            "failed": r.failed, "failed in drills": r.drill_failed,
-            "request faults": r.request_faults, "abandoned": r.abandoned,
-            "availability": _share(r.availability, raw),
-            "drills aside": _share(scored, raw),
-            "target met": MISSING if scored is None else (
-                "met" if scored >= report.target else "missed"),
-            "error budget burned": _share(r.burned(report.target), raw, 0),
-            "answered by a backup": r.by_fallback,
-            "cost": raw_usd(r.cost_usd) if raw else costs[r.route],
-        })  # fmt: skip
+        rows.append(
+            {
+                "route": r.route,
+                "requests": r.requests,
+                "answered": r.answered,
+                "failed": r.failed,
+                "failed in drills": r.drill_failed,
+                "request faults": r.request_faults,
+                "abandoned": r.abandoned,
+                "availability": _share(r.availability, raw),
+                "drills aside": _share(scored, raw),
+                "target met": MISSING
+                if scored is None
+                else ("met" if scored >= report.target else "missed"),
+                "error budget burned": _share(r.burned(report.target), raw, 0),
+                "answered by a backup": r.by_fallback,
+                "cost": raw_usd(r.cost_usd) if raw else costs[r.route],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _all_routes(report: WeekReport) -> RouteWeek:
     """The routes' sums, as a route of its own."""
-    sums = {f: sum(getattr(r, f) for r in report.routes) for f in
-            ("requests", "answered", "by_fallback", "request_faults", "abandoned",
-             "unavailable", "broken", "drill_failed")}  # fmt: skip
+    sums = {
+        f: sum(getattr(r, f) for r in report.routes)
+        for f in (
+            "requests",
+            "answered",
+            "by_fallback",
+            "request_faults",
+            "abandoned",
+            "unavailable",
+            "broken",
+            "drill_failed",
+        )
+    }
     return RouteWeek(route="all routes", cost_usd=report.total_cost, **sums)
 
 
@@ -134,8 +152,11 @@ def _share(value: float | None, raw: bool, digits: int = 2) -> Any:
 def _money(report: WeekReport, raw: bool) -> pd.DataFrame:
     so_far = "" if report.coverage.over else " so far"
     total, parts = fallback_parts(report)
-    priced = "saved: the backups were cheaper" if report.price_difference < 0 else (
-        "the backups cost more")  # fmt: skip
+    priced = (
+        "saved: the backups were cheaper"
+        if report.price_difference < 0
+        else ("the backups cost more")
+    )
     figures = [
         (f"spend{so_far}", report.total_cost, format_usd(report.total_cost)),
         ("spend the week before", report.previous_cost, format_usd(report.previous_cost)),
@@ -149,8 +170,10 @@ def _money(report: WeekReport, raw: bool) -> pd.DataFrame:
         ("  of which re-warming the primaries' caches", report.rewarm, parts["re-warm"]),
         ("wasted spend (answers nobody got)", report.wasted, format_usd(report.wasted)),
     ]
-    return pd.DataFrame([(name, raw_usd(exact) if raw else shown)
-                         for name, exact, shown in figures], columns=["figure", "USD"])  # fmt: skip
+    return pd.DataFrame(
+        [(name, raw_usd(exact) if raw else shown) for name, exact, shown in figures],
+        columns=["figure", "USD"],
+    )
 
 
 def _costs(report: WeekReport, dimension: str, raw: bool) -> pd.DataFrame:
@@ -159,21 +182,25 @@ def _costs(report: WeekReport, dimension: str, raw: bool) -> pd.DataFrame:
     previous, before = format_parts(
         report.previous_cost, {line.name: line.previous_usd for line in lines}
     )
-    per_day = report.previous is not None and not (report.coverage.whole
-                                                   and report.previous.whole)  # fmt: skip
+    per_day = report.previous is not None and not (report.coverage.whole and report.previous.whole)
     change = "change a day" if per_day else "change"
     rows = [
-        {dimension: line.name,
-         "cost": raw_usd(line.cost_usd) if raw else now[line.name],
-         "week before": raw_usd(line.previous_usd) if raw else before[line.name],
-         change: _share(report.change(line.cost_usd, line.previous_usd), raw, 0)}
+        {
+            dimension: line.name,
+            "cost": raw_usd(line.cost_usd) if raw else now[line.name],
+            "week before": raw_usd(line.previous_usd) if raw else before[line.name],
+            change: _share(report.change(line.cost_usd, line.previous_usd), raw, 0),
+        }
         for line in lines
-    ]  # fmt: skip
-    rows.append({
-        dimension: "all", "cost": raw_usd(report.total_cost) if raw else total,
-        "week before": raw_usd(report.previous_cost) if raw else previous,
-        change: _share(report.change(report.total_cost, report.previous_cost), raw, 0),
-    })  # fmt: skip
+    ]
+    rows.append(
+        {
+            dimension: "all",
+            "cost": raw_usd(report.total_cost) if raw else total,
+            "week before": raw_usd(report.previous_cost) if raw else previous,
+            change: _share(report.change(report.total_cost, report.previous_cost), raw, 0),
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -202,9 +229,14 @@ def _incidents(report: WeekReport, raw: bool) -> pd.DataFrame:
             "during drill": drills if raw else (drills or MISSING),
         }  # fmt: skip
         if raw:
-            row |= {"end (UTC)": _when(i.ended_at, raw), "incident_id": i.incident_id,
-                    **{f"{part} (USD)": raw_usd(getattr(i, f"{part.replace(' ', '_')}_usd"))
-                       for part in ("price difference", "cache loss", "rewarm")}}  # fmt: skip
+            row |= {
+                "end (UTC)": _when(i.ended_at, raw),
+                "incident_id": i.incident_id,
+                **{
+                    f"{part} (USD)": raw_usd(getattr(i, f"{part.replace(' ', '_')}_usd"))
+                    for part in ("price difference", "cache loss", "rewarm")
+                },
+            }
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -215,32 +247,58 @@ def _alerts(report: WeekReport, raw: bool) -> pd.DataFrame:
     for a in report.alerts.itertuples():
         resolved = not missing(a.resolved_at)
         seconds = ((a.resolved_at if resolved else until) - a.fired_at).total_seconds()
-        rows.append({
-            "fired (UTC)": _when(a.fired_at, raw), "rule": a.rule, "severity": a.severity,
-            "subject": a.subject,
-            "lasted": round(seconds, 3) if raw else (
-                duration(max(0.0, seconds)) if resolved else "still firing"),
-            "resolved (UTC)": _when(a.resolved_at, raw), "summary": a.summary,
-            **({"alert_id": a.alert_id} if raw else {}),
-        })  # fmt: skip
+        rows.append(
+            {
+                "fired (UTC)": _when(a.fired_at, raw),
+                "rule": a.rule,
+                "severity": a.severity,
+                "subject": a.subject,
+                "lasted": round(seconds, 3)
+                if raw
+                else (duration(max(0.0, seconds)) if resolved else "still firing"),
+                "resolved (UTC)": _when(a.resolved_at, raw),
+                "summary": a.summary,
+                **({"alert_id": a.alert_id} if raw else {}),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _failures(report: WeekReport, raw: bool) -> pd.DataFrame:
     columns = ["provider", "failure", "HTTP status", "whose fault", "attempts"]
     return pd.DataFrame(
-        [{"provider": f.provider, "failure": f.error_class,
-          "HTTP status": ("" if raw else MISSING) if missing(f.http_status) else int(f.http_status),
-          "whose fault": f.fault_kind if raw else FAULTS.get(f.fault_kind, f.fault_kind),
-          "attempts": int(f.attempts)}
-         for f in report.failures.itertuples()], columns=columns)  # fmt: skip
+        [
+            {
+                "provider": f.provider,
+                "failure": f.error_class,
+                "HTTP status": ("" if raw else MISSING)
+                if missing(f.http_status)
+                else int(f.http_status),
+                "whose fault": f.fault_kind if raw else FAULTS.get(f.fault_kind, f.fault_kind),
+                "attempts": int(f.attempts),
+            }
+            for f in report.failures.itertuples()
+        ],
+        columns=columns,
+    )
+
+
+DRILL_COLUMNS = (
+    "start (UTC)", "route", "target", "duration", "status", "verdict", "requests",
+    "served by backups", "failed", "breaker opened after", "cost difference", "restored",
+    "restored after", "summary",
+)  # fmt: skip
 
 
 def _drills(report: WeekReport, raw: bool) -> pd.DataFrame:
     """One row a drill with its report's figures: display text or, with `raw`, the numbers;
     "—" (empty in CSV) where the report has no such figure, or no report yet."""
+    rows = [_drill_row(d, raw, report.coverage.until) for d in report.drills.itertuples()]
+    return pd.DataFrame(rows, columns=list(DRILL_COLUMNS))
+
+
+def _drill_row(d: Any, raw: bool, until: datetime) -> dict[str, Any]:
     blank = "" if raw else MISSING
-    until = report.coverage.until
 
     def count(value: Any) -> int | str:
         return blank if missing(value) else int(value)
@@ -250,45 +308,72 @@ def _drills(report: WeekReport, raw: bool) -> pd.DataFrame:
             return never if reported and not raw else blank
         return float(value) if raw else duration(float(value))
 
-    rows = []
-    for d in report.drills.itertuples():
-        reported = d.status == "reported"
-        ended = d.ended_at if not missing(d.ended_at) else None
-        lasted = ((ended or until) - d.started_at).total_seconds()
-        restored = blank if missing(d.restored) else (
-            bool(d.restored) if raw else ("yes" if d.restored else "no"))  # fmt: skip
-        rows.append({
-            "start (UTC)": _when(d.started_at, raw), "route": d.route, "target": d.target,
-            "duration": round(lasted, 3) if raw else (
-                duration(max(0.0, lasted)) + ("" if ended else " so far (running)")),
-            "status": d.status, "verdict": blank if missing(d.verdict) else d.verdict,
-            "requests": count(d.requests), "served by backups": count(d.served_by_backups),
-            "failed": count(d.failed),
-            "breaker opened after": seconds(d.breaker_opened_after_s, reported, "never"),
-            "cost difference": blank if missing(d.cost_difference_usd) else (
-                raw_usd(d.cost_difference_usd) if raw else format_change(d.cost_difference_usd)),
-            "restored": "not seen" if restored == blank and reported and not raw else restored,
-            "restored after": seconds(d.restored_after_s, False, blank),
-            "summary": blank if missing(d.summary) else d.summary,
-        })  # fmt: skip
-    return pd.DataFrame(rows, columns=[
-        "start (UTC)", "route", "target", "duration", "status", "verdict", "requests",
-        "served by backups", "failed", "breaker opened after", "cost difference", "restored",
-        "restored after", "summary"])  # fmt: skip
+    reported = d.status == "reported"
+    ended = d.ended_at if not missing(d.ended_at) else None
+    lasted = ((ended or until) - d.started_at).total_seconds()
+    if missing(d.restored):
+        restored: Any = blank
+    else:
+        restored = bool(d.restored) if raw else ("yes" if d.restored else "no")
+    if missing(d.cost_difference_usd):
+        difference: Any = blank
+    elif raw:
+        difference = raw_usd(d.cost_difference_usd)
+    else:
+        difference = format_change(d.cost_difference_usd)
+    running = "" if ended else " so far (running)"
+    return {
+        "start (UTC)": _when(d.started_at, raw),
+        "route": d.route,
+        "target": d.target,
+        "duration": round(lasted, 3) if raw else duration(max(0.0, lasted)) + running,
+        "status": d.status,
+        "verdict": blank if missing(d.verdict) else d.verdict,
+        "requests": count(d.requests),
+        "served by backups": count(d.served_by_backups),
+        "failed": count(d.failed),
+        "breaker opened after": seconds(d.breaker_opened_after_s, reported, "never"),
+        "cost difference": difference,
+        "restored": "not seen" if restored == blank and reported and not raw else restored,
+        "restored after": seconds(d.restored_after_s, False, blank),
+        "summary": blank if missing(d.summary) else d.summary,
+    }
 
 
 def _evals(report: WeekReport, raw: bool) -> pd.DataFrame:
     blank = "" if raw else MISSING
     return pd.DataFrame(
-        [{"route": e.route, "target": e.target, "run (UTC)": _when(e.started_at, raw),
-          "cases file": e.cases_file, "cases": int(e.cases), "passed": int(e.passed),
-          "pass rate": e.pass_rate if raw else f"{e.pass_rate:.1%}",
-          "minimum": e.min_pass_rate if raw else f"{e.min_pass_rate:.0%}",
-          "below minimum": bool(e.below_minimum) if raw else ("yes" if e.below_minimum else "no"),
-          "p50 latency (ms)": blank if missing(e.latency_p50_ms) else round(e.latency_p50_ms),
-          "cost": blank if missing(e.cost_usd) else (
-              raw_usd(e.cost_usd) if raw else format_usd(e.cost_usd))}
-         for e in report.evals.itertuples()],
-        columns=["route", "target", "run (UTC)", "cases file", "cases", "passed", "pass rate",
-                 "minimum", "below minimum", "p50 latency (ms)", "cost"],
-    )  # fmt: skip
+        [
+            {
+                "route": e.route,
+                "target": e.target,
+                "run (UTC)": _when(e.started_at, raw),
+                "cases file": e.cases_file,
+                "cases": int(e.cases),
+                "passed": int(e.passed),
+                "pass rate": e.pass_rate if raw else f"{e.pass_rate:.1%}",
+                "minimum": e.min_pass_rate if raw else f"{e.min_pass_rate:.0%}",
+                "below minimum": bool(e.below_minimum)
+                if raw
+                else ("yes" if e.below_minimum else "no"),
+                "p50 latency (ms)": blank if missing(e.latency_p50_ms) else round(e.latency_p50_ms),
+                "cost": blank
+                if missing(e.cost_usd)
+                else (raw_usd(e.cost_usd) if raw else format_usd(e.cost_usd)),
+            }
+            for e in report.evals.itertuples()
+        ],
+        columns=[
+            "route",
+            "target",
+            "run (UTC)",
+            "cases file",
+            "cases",
+            "passed",
+            "pass rate",
+            "minimum",
+            "below minimum",
+            "p50 latency (ms)",
+            "cost",
+        ],
+    )

@@ -96,8 +96,16 @@ async def start_drill(
     problems, healthy = await preflight(sw, route, target)
     if not healthy and not force:
         raise DrillRefused(route, problems)
-    drill = Drill(uuid.uuid4().hex[:12], route, target, now, now + duration, by,
-                  forced=not healthy, preflight="; ".join(problems) or None)  # fmt: skip
+    drill = Drill(
+        uuid.uuid4().hex[:12],
+        route,
+        target,
+        now,
+        now + duration,
+        by,
+        forced=not healthy,
+        preflight="; ".join(problems) or None,
+    )
     write_drill(sw.paths, drill)  # first: a drill that ran must be known to the scheduler
     await sw.switches.start_drill(
         target,
@@ -149,8 +157,12 @@ async def end_drill(
         raise DrillError(f"no running drill {drill_id!r}")
     assert sw.switches is not None and sw.paths is not None
     await sw.switches.end_drill(drill.target, route=drill.route)
-    ended = replace(drill, ended_at=min(now, drill.ends_at), ended_reason=reason,
-                    aborted_by_request=aborted_by_request)  # fmt: skip
+    ended = replace(
+        drill,
+        ended_at=min(now, drill.ends_at),
+        ended_reason=reason,
+        aborted_by_request=aborted_by_request,
+    )
     write_drill(sw.paths, ended)
     return ended
 
@@ -177,9 +189,15 @@ class SelfAbort:
                 continue
             reason = f"aborted: request {event.request_id} failed with every provider unavailable"
             try:
-                await end_drill(self.sw, drill.drill_id, now=self.sw.clock.wall(),
-                                reason=reason, aborted_by_request=event.request_id)  # fmt: skip
+                await end_drill(
+                    self.sw,
+                    drill.drill_id,
+                    now=self.sw.clock.wall(),
+                    reason=reason,
+                    aborted_by_request=event.request_id,
+                )
             except DrillError:  # another request, or another worker, ended it first
                 continue
-            log.warning("drill %s of %s on route %s %s", drill.drill_id, drill.target,
-                        drill.route, reason)  # fmt: skip
+            log.warning(
+                "drill %s of %s on route %s %s", drill.drill_id, drill.target, drill.route, reason
+            )

@@ -95,9 +95,17 @@ class Switchover:
         if self.switches is not None:  # a drill ends at the first request it made fail
             self.event_hooks.append(SelfAbort(self))
         self._parts = ChainParts(
-            config, self.providers, self.breakers, self.clock, self.hooks, self.event_hooks,
-            scrub=self.scrub, scores=self.scores, switches=self.switches, rng=rng,
-        )  # fmt: skip
+            config,
+            self.providers,
+            self.breakers,
+            self.clock,
+            self.hooks,
+            self.event_hooks,
+            scrub=self.scrub,
+            scores=self.scores,
+            switches=self.switches,
+            rng=rng,
+        )
         self._chains: dict[str, Chain] = {
             name: build_chain(self._parts, route) for name, route in config.routes.items()
         }

@@ -145,8 +145,11 @@ class Pipeline:
         if late:
             since = oldest  # a late file (a writer that was offline): recompute back to it
             if floor is not None and since < floor:
-                log.warning("attempts from %s arrived after their day moved to the "
-                            "archive: kept, and counted in no rollup", oldest)  # fmt: skip
+                log.warning(
+                    "attempts from %s arrived after their day moved to the "
+                    "archive: kept, and counted in no rollup",
+                    oldest,
+                )
                 since = floor
             forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
             self.profile.note_late(oldest)  # recomputed by its own job, not in this cycle
@@ -186,8 +189,9 @@ class Pipeline:
         except OSError as error:
             text = f"{type(error).__name__}: {error}"
             if text != self._spool_error:
-                log.error("cannot read the spool %s, retrying every cycle: %s", self.paths.spool,
-                          text)  # fmt: skip
+                log.error(
+                    "cannot read the spool %s, retrying every cycle: %s", self.paths.spool, text
+                )
             self._spool_error = text
             return files, rows, oldest, events
         if self._spool_error is not None:
@@ -205,8 +209,9 @@ class Pipeline:
     def _heartbeat(self, now: datetime) -> None:
         """`published/scheduler.json`: running, as of this cycle (the dashboard's sidebar)."""
         with contextlib.suppress(OSError):  # publishing fails on that folder too, and says so
-            write_status(self.paths.scheduler_status, "running", self.paths.database,
-                         self.started_at, now)  # fmt: skip
+            write_status(
+                self.paths.scheduler_status, "running", self.paths.database, self.started_at, now
+            )
 
     def _pull(self) -> IngestResult:
         """One batch from PostgreSQL. Its being down is logged (once until it is back), never
@@ -262,8 +267,13 @@ class Pipeline:
         # A day's percentiles come from all its attempts: one day a refresh, each day once.
         day = bucket_start(min(since, now), "day")
         while day <= now:
-            refresh(self.con, "day", day, min(now, day + timedelta(days=1, microseconds=-1)),
-                    self._prices)  # fmt: skip
+            refresh(
+                self.con,
+                "day",
+                day,
+                min(now, day + timedelta(days=1, microseconds=-1)),
+                self._prices,
+            )
             day += timedelta(days=1)
         self._days_stale_from = now - timedelta(hours=1)
         self._archive(now)
@@ -282,8 +292,9 @@ class Pipeline:
         the days' rollups are done (engine.store.retention). Its failure is logged, never
         raised: the rows stay in the table, and the next run moves them."""
         try:
-            retention.archive_old_attempts(self.con, self.paths.archive,
-                                           self.store.keep_attempts_days, now)  # fmt: skip
+            retention.archive_old_attempts(
+                self.con, self.paths.archive, self.store.keep_attempts_days, now
+            )
         except Exception:
             log.exception("archiving old attempts failed; tried again in a quarter of an hour")
 

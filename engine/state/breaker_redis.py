@@ -274,8 +274,9 @@ class RedisOutage:
         if not self.down:
             return False
         self.down = False
-        log.warning("%s: Redis at %s answers again; %s", self.component,
-                    describe_url(self.redis), self.back)  # fmt: skip
+        log.warning(
+            "%s: Redis at %s answers again; %s", self.component, describe_url(self.redis), self.back
+        )
         return True
 
 

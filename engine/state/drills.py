@@ -55,10 +55,19 @@ class Drill:
         started, ends = when("started_at"), when("ends_at")
         if started is None or ends is None:
             raise ValueError("a drill needs started_at and ends_at")
-        return cls(str(body["drill_id"]), str(body["route"]), str(body["target"]), started,
-                   ends, str(body.get("requested_by", "")), when("ended_at"),
-                   body.get("forced") is True, text("preflight"), text("ended_reason"),
-                   text("aborted_by_request"))  # fmt: skip
+        return cls(
+            str(body["drill_id"]),
+            str(body["route"]),
+            str(body["target"]),
+            started,
+            ends,
+            str(body.get("requested_by", "")),
+            when("ended_at"),
+            body.get("forced") is True,
+            text("preflight"),
+            text("ended_reason"),
+            text("aborted_by_request"),
+        )
 
     @classmethod
     def from_switch(cls, entry: Mapping[str, Any]) -> Drill:

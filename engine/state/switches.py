@@ -82,10 +82,18 @@ class Switch:
         since = datetime.fromisoformat(data["since"])
         until = datetime.fromisoformat(data["until"]) if data.get("until") else None
         drill_id, preflight = data.get("drill_id"), data.get("preflight")
-        return cls(target, route, str(data.get("reason", "")), str(data.get("by", "")), since,
-                   kind, until, drill_id if isinstance(drill_id, str) else None,
-                   data.get("forced") is True,
-                   preflight if isinstance(preflight, str) else None)  # fmt: skip
+        return cls(
+            target,
+            route,
+            str(data.get("reason", "")),
+            str(data.get("by", "")),
+            since,
+            kind,
+            until,
+            drill_id if isinstance(drill_id, str) else None,
+            data.get("forced") is True,
+            preflight if isinstance(preflight, str) else None,
+        )
 
 
 class Switches(Protocol):

@@ -120,8 +120,9 @@ class RedisTargetSwitches:
 
     async def _put(self, switch: Switch) -> None:
         value = {k: v for k, v in switch.as_dict().items() if k not in ("target", "route")}
-        await self.redis.hset(self._key, _field(switch.target, switch.route, switch.kind),
-                              json.dumps(value))  # fmt: skip
+        await self.redis.hset(
+            self._key, _field(switch.target, switch.route, switch.kind), json.dumps(value)
+        )
         self._fresh_until = None  # this process sees its own change at once
 
     async def _cached(self) -> tuple[Switch, ...]:

@@ -70,8 +70,10 @@ class TargetHealth:
             return []
         found = []
         if target in await self.switches.disabled(route):
-            found.append("disabled by an operator switch" + _why(await self.switches.entries(),
-                                                                 route, target))  # fmt: skip
+            found.append(
+                "disabled by an operator switch"
+                + _why(await self.switches.entries(), route, target)
+            )
         until = (await self.switches.drilled(route)).get(target)
         if until is not None:
             found.append(f"under another drill until {until:%H:%M:%S} UTC")
@@ -86,8 +88,10 @@ def breaker_problems(state: BreakerState, now: float) -> list[str]:
         # target (a backup while its primary serves), that can be long; a forced drill's first
         # request is then its probe.
         due = state.open_until is not None and state.open_until <= now
-        found.append(f"breaker open ({state.open_reason or 'failures'}" +
-                     (", its probe due)" if due else ")"))  # fmt: skip
+        found.append(
+            f"breaker open ({state.open_reason or 'failures'}"
+            + (", its probe due)" if due else ")")
+        )
     elif state.status == "half_open":
         found.append("breaker half-open (a probe decides)")
     if state.cooling_until is not None and state.cooling_until > now:

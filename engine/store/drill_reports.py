@@ -92,8 +92,9 @@ def report_drills(con: duckdb.DuckDBPyConnection, now: datetime) -> int:
             "ended_at = coalesce(ended_at, ends_at) WHERE drill_id = $id",
             {"report": json.dumps(report), "id": drill.drill_id},
         )
-        log.info("drill %s on %s/%s: %s", drill.drill_id, drill.route, drill.target,
-                 report["summary"])  # fmt: skip
+        log.info(
+            "drill %s on %s/%s: %s", drill.drill_id, drill.route, drill.target, report["summary"]
+        )
     return len(due)
 
 
@@ -151,15 +152,21 @@ def _why(r: dict[str, Any], drill: Drill) -> list[str]:
     """Why a drill failed, most telling first; never empty for a failed drill."""
     why = []
     if drill.aborted_by_request is not None:
-        why.append(f"aborted after request {drill.aborted_by_request} failed: every provider "
-                   "unavailable")  # fmt: skip
+        why.append(
+            f"aborted after request {drill.aborted_by_request} failed: every provider unavailable"
+        )
     if r["failed"]:
         one = r["failed"] == 1
-        why.append(f"{r['failed']} request{'' if one else 's'} failed with every provider "
-                   f"unavailable: the drill caused {'it' if one else 'them'}")  # fmt: skip
+        why.append(
+            f"{r['failed']} request{'' if one else 's'} failed with every provider "
+            f"unavailable: the drill caused {'it' if one else 'them'}"
+        )
     if drill.preflight:
-        lead = ("started with --force although no other target was healthy" if drill.forced
-                else "at its start")  # fmt: skip
+        lead = (
+            "started with --force although no other target was healthy"
+            if drill.forced
+            else "at its start"
+        )
         why.append(f"{lead}: {drill.preflight}")
     own = r["served_by"].get(drill.target, 0)
     theirs = r["requests"] - r["served_by_backups"] - own - r["failed"]
@@ -185,8 +192,11 @@ def _summary(r: dict[str, Any], target: str) -> str:
     share = 100 * r["served_by_backups"] / r["requests"]
     opened = r["breaker_opened_after_s"]
     breaker = f"breaker open after {opened:.1f} s" if opened is not None else "breaker never opened"
-    back = (f"restored {r['restored_after_s']:.1f} s after" if r["restored"]
-            else "not seen serving since")  # fmt: skip
+    back = (
+        f"restored {r['restored_after_s']:.1f} s after"
+        if r["restored"]
+        else "not seen serving since"
+    )
     return (
         f"{r['served_by_backups']} of {r['requests']} requests ({share:.0f} %) served by the "
         f"backups, {r['failed']} failed; {breaker}; {_difference(r)}; {target} {back}"

@@ -70,13 +70,22 @@ def _take_eval(con: duckdb.DuckDBPyConnection, body: dict[str, Any]) -> None:
     con.execute(_EVAL_RUN, run)
     for r in body["results"]:
         cost = r.get("cost_usd")
-        con.execute(_EVAL_RESULT, {
-            "run_id": run["run_id"], "route": run["route"], "target": r["target"],
-            "case_name": r["case_name"], "passed": bool(r["passed"]), "reason": r.get("reason"),
-            "latency_ms": r.get("latency_ms"), "cost_usd": None if cost is None else Decimal(cost),
-            "input_tokens": int(r.get("input_tokens") or 0),
-            "output_tokens": int(r.get("output_tokens") or 0), "error": r.get("error"),
-        })  # fmt: skip
+        con.execute(
+            _EVAL_RESULT,
+            {
+                "run_id": run["run_id"],
+                "route": run["route"],
+                "target": r["target"],
+                "case_name": r["case_name"],
+                "passed": bool(r["passed"]),
+                "reason": r.get("reason"),
+                "latency_ms": r.get("latency_ms"),
+                "cost_usd": None if cost is None else Decimal(cost),
+                "input_tokens": int(r.get("input_tokens") or 0),
+                "output_tokens": int(r.get("output_tokens") or 0),
+                "error": r.get("error"),
+            },
+        )
 
 
 _DRILL = """
@@ -94,5 +103,12 @@ _DRILL = """
 
 def _take_drill(con: duckdb.DuckDBPyConnection, body: dict[str, Any]) -> None:
     drill = Drill.from_json(body)
-    con.execute(_DRILL, {**drill.as_json(), "started_at": drill.started_at,
-                         "ends_at": drill.ends_at, "ended_at": drill.ended_at})  # fmt: skip
+    con.execute(
+        _DRILL,
+        {
+            **drill.as_json(),
+            "started_at": drill.started_at,
+            "ends_at": drill.ends_at,
+            "ended_at": drill.ended_at,
+        },
+    )

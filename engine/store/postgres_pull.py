@@ -104,10 +104,16 @@ class PostgresSource(Connection):
         try:
             (batch,) = con.execute("SELECT nextval('ingest_batch_seq')").fetchone()
             con.execute(_INSERT_PULLED, {"batch": batch})
-            con.execute(_SAVE_WATERMARK, {
-                "source": source, "xact_id": last_xact_id, "id": last_id, "rows": len(rows),
-                "now": now or datetime.now(UTC),
-            })  # fmt: skip
+            con.execute(
+                _SAVE_WATERMARK,
+                {
+                    "source": source,
+                    "xact_id": last_xact_id,
+                    "id": last_id,
+                    "rows": len(rows),
+                    "now": now or datetime.now(UTC),
+                },
+            )
             oldest, newest = con.execute(_SPAN).fetchone()
             con.commit()
         except BaseException:

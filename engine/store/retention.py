@@ -233,8 +233,11 @@ def _remove_unfinished(con: duckdb.DuckDBPyConnection, archive_dir: Path) -> int
         for path in (final, *leftovers(final)):
             path.unlink(missing_ok=True)
         con.execute(_FORGET, {"file": name})
-        log.warning("removed archive part %s of a run that did not commit; its attempts are "
-                    "still in the store and move again", name)  # fmt: skip
+        log.warning(
+            "removed archive part %s of a run that did not commit; its attempts are "
+            "still in the store and move again",
+            name,
+        )
     return len(unfinished)
 
 

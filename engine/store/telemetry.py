@@ -147,14 +147,25 @@ def _take(
     if gone > 0:
         con.execute(_LOSS, {**ids, "dropped": gone, "reason": status.drop_reason})
     failing_since = (failing_since or now) if status.failing and not status.closed else None
-    con.execute(_UPSERT, {
-        **ids, "destination": status.destination, "buffered": status.buffered,
-        "written": status.written, "dropped": status.dropped,
-        "lost_at_exit": status.lost_at_exit, "failed_flushes": status.failed_flushes,
-        "failing": status.failing, "closed": status.closed, "last_error": status.last_error,
-        "drop_reason": status.drop_reason, "last_flush_at": status.last_flush_at,
-        "updated_at": status.updated_at, "failing_since": failing_since,
-    })  # fmt: skip
+    con.execute(
+        _UPSERT,
+        {
+            **ids,
+            "destination": status.destination,
+            "buffered": status.buffered,
+            "written": status.written,
+            "dropped": status.dropped,
+            "lost_at_exit": status.lost_at_exit,
+            "failed_flushes": status.failed_flushes,
+            "failing": status.failing,
+            "closed": status.closed,
+            "last_error": status.last_error,
+            "drop_reason": status.drop_reason,
+            "last_flush_at": status.last_flush_at,
+            "updated_at": status.updated_at,
+            "failing_since": failing_since,
+        },
+    )
     return max(gone, 0)
 
 

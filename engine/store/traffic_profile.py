@@ -216,9 +216,11 @@ def refresh(
     con.execute("BEGIN TRANSACTION")
     try:
         with stored_attempts(con, archive_dir, [(span["lo"], span["hi"])]):
-            for table, key, sql in (("traffic_sizes", "hour", _REFRESH_SIZES),
-                                    ("traffic_answers", "bucket", _REFRESH_ANSWERS),
-                                    ("target_latency", "hour", _REFRESH_LATENCY)):  # fmt: skip
+            for table, key, sql in (
+                ("traffic_sizes", "hour", _REFRESH_SIZES),
+                ("traffic_answers", "bucket", _REFRESH_ANSWERS),
+                ("target_latency", "hour", _REFRESH_LATENCY),
+            ):
                 con.execute(f"DELETE FROM {table} WHERE {key} >= $lo AND {key} < $hi", span)
                 con.execute(sql, span)
         con.execute("COMMIT")

@@ -255,13 +255,21 @@ class Recorder:
 
     def _report_status(self, *, closed: bool = False) -> None:
         status = RecorderStatus(  # a few hundred bytes, when the trouble changed; off the hook
-            process=self._status.name, host=records.HOST, pid=os.getpid(),
+            process=self._status.name,
+            host=records.HOST,
+            pid=os.getpid(),
             destination="sink" if self.sink is not None else str(self.spool_dir),
-            buffered=len(self._buffer) + self._in_flight, written=self._written,
-            dropped=self._dropped, rejected=self._rejected, lost_at_exit=self._lost,
-            failed_flushes=self._failed, failing=self._failing, last_error=self._last_error,
-            last_flush_at=self._last_flush_at, closed=closed,
-        )  # fmt: skip
+            buffered=len(self._buffer) + self._in_flight,
+            written=self._written,
+            dropped=self._dropped,
+            rejected=self._rejected,
+            lost_at_exit=self._lost,
+            failed_flushes=self._failed,
+            failing=self._failing,
+            last_error=self._last_error,
+            last_flush_at=self._last_flush_at,
+            closed=closed,
+        )
         try:
             error = self._status.update(status, max_buffered=self.max_buffered, final=closed)
         except Exception:  # never let the report of trouble become trouble of its own

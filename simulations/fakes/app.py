@@ -297,14 +297,22 @@ class FakeApp:
         if method != "POST":
             raise LookupError(f"no {method} /_fake/{action}")
         if action == "script":
-            self.controls.script(model, payload.get("faults", []), cycle=bool(payload.get("cycle")),
-                                 append=bool(payload.get("append")))  # fmt: skip
+            self.controls.script(
+                model,
+                payload.get("faults", []),
+                cycle=bool(payload.get("cycle")),
+                append=bool(payload.get("append")),
+            )
             if "default" in payload:
                 self.controls.default = parse_spec(payload["default"])
             return {"model": model, "queued": self.controls.scripted(model)}
         if action == "schedule":
-            self.controls.schedule(model, payload.get("windows", ()), payload.get("flapping", ()),
-                                   append=bool(payload.get("append")))  # fmt: skip
+            self.controls.schedule(
+                model,
+                payload.get("windows", ()),
+                payload.get("flapping", ()),
+                append=bool(payload.get("append")),
+            )
             return {"model": model, "scheduled": True}
         if action == "latency":
             fields = ("fixed_ms", "median_ms", "p99_ms", "token_interval_ms")
@@ -372,11 +380,12 @@ def _unparsable(dialect: ModuleType) -> ErrorShape:
             "There was an error parsing the body of your request as JSON.",
         )
     return ErrorShape(
-        400, "invalid_request_error",
+        400,
+        "invalid_request_error",
         "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
         "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
         "sent was not valid JSON.)",
-    )  # fmt: skip
+    )
 
 
 def _fake_problem(error: Exception) -> ErrorShape:

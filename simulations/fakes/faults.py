@@ -111,19 +111,29 @@ def _error(
     return Fault(name, row, decision, "error", summary, defaults, an, oa)
 
 
-_RATE_AN = E(429, "rate_limit_error",
-             "This request would exceed the rate limit for your organization of 50 requests "
-             "per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits.",
-             should_retry=True)  # fmt: skip
-_RATE_OA = E(429, "requests",
-             "Rate limit reached for {model} in organization org-fake on requests per min "
-             "(RPM): Limit 500, Used 500, Requested 1. Please try again in {retry_after}s.",
-             code="rate_limit_exceeded")  # fmt: skip
-_QUOTA_OA = E(429, "insufficient_quota",
-              "You exceeded your current quota, please check your plan and billing details.",
-              code="insufficient_quota")  # fmt: skip
-_OVERFLOW_AN = E(400, "invalid_request_error",
-                 "prompt is too long: {tokens} tokens > {window} maximum")  # fmt: skip
+_RATE_AN = E(
+    429,
+    "rate_limit_error",
+    "This request would exceed the rate limit for your organization of 50 requests "
+    "per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits.",
+    should_retry=True,
+)
+_RATE_OA = E(
+    429,
+    "requests",
+    "Rate limit reached for {model} in organization org-fake on requests per min "
+    "(RPM): Limit 500, Used 500, Requested 1. Please try again in {retry_after}s.",
+    code="rate_limit_exceeded",
+)
+_QUOTA_OA = E(
+    429,
+    "insufficient_quota",
+    "You exceeded your current quota, please check your plan and billing details.",
+    code="insufficient_quota",
+)
+_OVERFLOW_AN = E(
+    400, "invalid_request_error", "prompt is too long: {tokens} tokens > {window} maximum"
+)
 
 
 def _rate_limit(name: str, summary: str, **defaults: Any) -> Fault:

@@ -29,17 +29,19 @@ def check_auth(headers: Mapping[str, str], valid_keys: set[str] | None) -> Error
     key = key.strip() if scheme.lower() == "bearer" else ""
     if not key:
         return ErrorShape(
-            401, "invalid_request_error",
+            401,
+            "invalid_request_error",
             "You didn't provide an API key. You need to provide your API key in an "
             "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-        )  # fmt: skip
+        )
     if valid_keys is not None and key not in valid_keys:
         return ErrorShape(
-            401, "invalid_request_error",
+            401,
+            "invalid_request_error",
             f"Incorrect API key provided: {key[:3]}***{key[-4:]}. You can find your API key at "
             "https://platform.openai.com/account/api-keys.",
             code="invalid_api_key",
-        )  # fmt: skip
+        )
     return None
 
 
@@ -53,8 +55,9 @@ def validate(body: Any, headers: Mapping[str, str]) -> ErrorShape | None:
         if value is not None and not (isinstance(value, int | float) and low <= value <= high):
             return _problem(
                 f"Invalid '{name}': decimal above maximum value. Expected a value <= {high}.",
-                name, "decimal_above_max_value",
-            )  # fmt: skip
+                name,
+                "decimal_above_max_value",
+            )
     for name in ("max_tokens", "max_completion_tokens", "n"):
         value = body.get(name)
         if value is not None and (
@@ -64,8 +67,9 @@ def validate(body: Any, headers: Mapping[str, str]) -> ErrorShape | None:
     if body.get("stream_options") is not None and not body.get("stream"):
         return _problem(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-            "stream_options", "invalid_value",
-        )  # fmt: skip
+            "stream_options",
+            "invalid_value",
+        )
     return _check_tools(body.get("tools")) or _check_messages(body.get("messages"))
 
 
@@ -84,8 +88,9 @@ def _check_tools(tools: Any) -> ErrorShape | None:
             return _problem(
                 f"Invalid 'tools[{i}].function.name': string does not match pattern. Expected "
                 "a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
-                f"tools[{i}].function.name", "invalid_value",
-            )  # fmt: skip
+                f"tools[{i}].function.name",
+                "invalid_value",
+            )
     return None
 
 
@@ -101,16 +106,20 @@ def _check_messages(messages: Any) -> ErrorShape | None:
     if not messages:
         return _problem(
             "Invalid 'messages': empty array. Expected an array with minimum length 1, but got "
-            "an empty array instead.", "messages", "empty_array",
-        )  # fmt: skip
+            "an empty array instead.",
+            "messages",
+            "empty_array",
+        )
     pending: list[str] = []  # tool_call ids still owed a tool message
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if role not in _ROLES:
             return _problem(
                 f"Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', "
-                "'function', 'tool', and 'developer'.", f"messages[{i}].role", "invalid_value",
-            )  # fmt: skip
+                "'function', 'tool', and 'developer'.",
+                f"messages[{i}].role",
+                "invalid_value",
+            )
         if role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
@@ -121,8 +130,9 @@ def _check_messages(messages: Any) -> ErrorShape | None:
             if call_id not in pending:
                 return _problem(
                     "Invalid parameter: messages with role 'tool' must be a response to a "
-                    "preceeding message with 'tool_calls'.", f"messages.[{i}].role",
-                )  # fmt: skip
+                    "preceeding message with 'tool_calls'.",
+                    f"messages.[{i}].role",
+                )
             pending.remove(call_id)
             continue
         if pending:
@@ -171,8 +181,9 @@ def _check_content(message: dict[str, Any], i: int, role: str) -> ErrorShape | N
         if kind not in allowed:
             return _problem(
                 f"Invalid value: '{kind}'. Supported values are: {', '.join(sorted(allowed))}.",
-                f"messages[{i}].content[{j}].type", "invalid_value",
-            )  # fmt: skip
+                f"messages[{i}].content[{j}].type",
+                "invalid_value",
+            )
     return None
 
 

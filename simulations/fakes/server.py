@@ -330,8 +330,11 @@ def serve_forever(host: str = "127.0.0.1", port: int = 8900, **config: Any) -> N
 
     async def main() -> None:
         async with FakeProviders(host, port, **config) as fake:
-            print(f"fake providers on {fake.base_url}: anthropic base_url {fake.anthropic_url}, "
-                  f"openai base_url {fake.openai_url}", flush=True)  # fmt: skip
+            print(
+                f"fake providers on {fake.base_url}: anthropic base_url {fake.anthropic_url}, "
+                f"openai base_url {fake.openai_url}",
+                flush=True,
+            )
             await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):

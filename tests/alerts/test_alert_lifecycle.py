@@ -7,13 +7,12 @@ import threading
 from datetime import timedelta
 
 import pytest
+from helpers.alert_harness import PRIMARY, SlackStandIn, World, at, config
 from typer.testing import CliRunner
 
 from engine.alerts.silences import request_silence
 from engine.cli.main import app
 from engine.published.read import PublishedData
-
-from .harness import PRIMARY, SlackStandIn, World, at, config
 
 FALLBACK_RULE = {
     "name": "fallback", "kind": "fallback_rate", "severity": "warning",

@@ -11,10 +11,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from helpers.alert_harness import SlackStandIn, World, config
 
 from engine.core.money import format_usd, read_usd
-
-from .harness import SlackStandIn, World, config
 
 RULE = {"name": "fallback", "kind": "fallback_rate", "severity": "warning", "threshold": 20,
         "window": "5m", "min_requests": 20}  # fmt: skip

@@ -5,12 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers.alert_harness import SlackStandIn, World, config
 from typer.testing import CliRunner
 
 from engine.alerts.delivery import payload
 from engine.cli.main import app
-
-from .harness import SlackStandIn, World, config
 
 runner = CliRunner()
 

@@ -8,12 +8,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from helpers.store_rows import attempt, breaker_event, rollup
 
 from engine.alerts.conditions import Context, evaluate
 from engine.config.alerting import DEFAULT_RULES, Rule
 from engine.store.db import open_store
-
-from .store_rows import attempt, breaker_event, rollup
 
 NOW = datetime(2026, 11, 23, 12, 0, 30, tzinfo=UTC)
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
-from .harness import PRIMARY, SlackStandIn, World, config
+from helpers.alert_harness import PRIMARY, SlackStandIn, World, config
 
 SONNET, HAIKU = f"claude/{PRIMARY}", "claude/claude-haiku-4-5"
 KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")

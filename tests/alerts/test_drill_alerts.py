@@ -7,11 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from helpers.alert_harness import SlackStandIn, World, config
 
 from engine.alerts.incidents import IncidentPolicy
 from engine.runtime.drills import start_drill
-
-from .harness import SlackStandIn, World, config
 
 MINI, HAIKU = "gpt/gpt-4.1-mini", "claude/claude-haiku-4-5"
 SETTLE = IncidentPolicy().settle

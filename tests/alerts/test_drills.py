@@ -9,10 +9,9 @@ import json
 from datetime import timedelta
 
 import pytest
+from helpers.alert_harness import PRIMARY, World, config
 
 from engine.runtime.drills import DrillError, DrillRefused, end_drill, start_drill
-
-from .harness import PRIMARY, World, config
 
 TARGET = f"claude/{PRIMARY}"
 

@@ -8,12 +8,11 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers.store_rows import rollup
 
 from engine.alerts.incident_evidence import Evidence
 from engine.alerts.incidents import IncidentPolicy, detect
 from engine.store.db import open_store
-
-from .store_rows import rollup
 
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -7,10 +7,9 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
+from helpers.alert_harness import PRIMARY, World, config
 
 from engine.alerts.incidents import IncidentPolicy
-
-from .harness import PRIMARY, World, config
 
 SONNET, HAIKU, MINI = f"claude/{PRIMARY}", "claude/claude-haiku-4-5", "gpt/gpt-4.1-mini"
 SETTLE = IncidentPolicy().settle

@@ -6,11 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers.store_rows import rollup
 
 from engine.alerts.incidents import IncidentPolicy, detect, refresh_incidents
 from engine.store.db import open_store
-
-from .store_rows import rollup
 
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 LATER = T0 + timedelta(hours=2)

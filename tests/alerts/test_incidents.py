@@ -8,12 +8,11 @@ from decimal import Decimal
 
 import pandas as pd
 import pytest
+from helpers.alert_harness import PRIMARY, World, at, config
 
 from engine.alerts.incidents import RECOVERY, IncidentPolicy
 from engine.core.pricing import Pricer
 from engine.published.read import PublishedData
-
-from .harness import PRIMARY, World, at, config
 
 CENT_FRACTION = Decimal("0.000001")
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers.store_rows import attempt
 
 from engine.alerts.conditions import Context, evaluate
 from engine.config.alerting import DEFAULT_RULES
 from engine.store import open_store
 from engine.store.rollups import refresh
-
-from .store_rows import attempt
 
 T0 = datetime(2026, 11, 30, 12, 0, 10, tzinfo=UTC)
 

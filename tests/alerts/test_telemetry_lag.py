@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from test_recorder import make_attempt
+from helpers.sample_attempt import make_attempt
 
 from engine.core.paths import DataPaths
 from engine.scheduler.pipeline import Pipeline

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from alerts.harness import PRIMARY, World, config
+from helpers.alert_harness import PRIMARY, World, config
 
 MINUTES = 100
 OUTAGE = (70, 80)

@@ -11,10 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from helpers.recorded_incident import recorded
 
 from dashboard.screenshots import CHROMIUM, PAGES, browser, capture, serving
-
-from .recorded import recorded
 
 # Where to keep the screenshots; a temporary folder otherwise.
 SHOTS = os.environ.get("SWITCHOVER_SCREENSHOTS")

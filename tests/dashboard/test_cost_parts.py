@@ -10,10 +10,9 @@ from decimal import Decimal
 
 import numpy as np
 import pandas as pd
+from helpers.dashboard_pages import dollars
 
 from dashboard.cost_parts import extra_cost_parts, premium_parts, usd_column, usd_each
-
-from .pages import dollars
 
 
 def _decimals(said: str) -> int:

@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from helpers.dashboard_pages import open_page, texts
 
 from engine.config import parse_config
 from engine.core.messages import Message, Request, StreamError, TextDelta
@@ -16,8 +17,6 @@ from engine.core.paths import DataPaths
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from simulations.fakes import FakeTransport
-
-from .pages import open_page, texts
 
 PRIMARY, BACKUP, REFUSES = "claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"
 QUESTION = "Where is my order, and when will it reach the depot near me?"

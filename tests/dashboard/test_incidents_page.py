@@ -7,12 +7,12 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from alerts.harness import PRIMARY, World, config
+from helpers.alert_harness import PRIMARY, World, config
+from helpers.dashboard_pages import open_page, texts
 
 from dashboard.charts import FAILED, colour_of
 from engine.published.read import PublishedData
 
-from .pages import open_page, texts
 from .test_live_page import UNREADABLE
 
 SONNET, HAIKU = f"claude/{PRIMARY}", "claude/claude-haiku-4-5"

@@ -9,12 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
-from alerts.harness import PRIMARY, World, config
+from helpers.alert_harness import PRIMARY, World, config
+from helpers.dashboard_pages import metric as _metric
+from helpers.dashboard_pages import open_page, open_with_choices, texts
 
 from engine.published.publish import read_manifest
-
-from .pages import metric as _metric
-from .pages import open_page, open_with_choices, texts
 
 SONNET, HAIKU, GPT = f"claude/{PRIMARY}", "claude/claude-haiku-4-5", "gpt/gpt-4.1-mini"
 UNREADABLE = re.compile(r"\bNone\b|\b(?i:nan)\b|<NA>|\bNaT\b|0E-9")

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
-from alerts.harness import PRIMARY
+from helpers.alert_harness import PRIMARY
+from helpers.dashboard_pages import dollars, metric, open_page, texts
 
 from dashboard.definitions import define
 from engine.alerts.incidents import IncidentPolicy
@@ -16,7 +17,6 @@ from engine.core.money import format_usd
 from engine.published.read import PublishedData
 
 from .conftest import OUTAGE
-from .pages import dollars, metric, open_page, texts
 
 
 def _since(window: timedelta) -> pd.Timestamp:

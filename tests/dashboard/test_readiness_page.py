@@ -13,7 +13,8 @@ from decimal import Decimal
 
 import pandas as pd
 import pytest
-from alerts.harness import PRIMARY, World, config
+from helpers.alert_harness import PRIMARY, World, config
+from helpers.dashboard_pages import metric, open_page, texts
 
 from dashboard.definitions import define
 from dashboard.readiness_metrics import (
@@ -32,7 +33,6 @@ from engine.runtime.drills import start_drill
 from engine.store.db import open_store
 
 from .conftest import CLAUDE, DRILLS, EVAL_RESULTS, EVAL_RUNS, GPT
-from .pages import metric, open_page, texts
 
 
 def _by_hand(run_id: str, target: str) -> dict:

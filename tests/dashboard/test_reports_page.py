@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from helpers.dashboard_pages import open_page, texts
+
 from engine.published.read import PublishedData
 from engine.reports.week import build_week
-
-from .pages import open_page, texts
 
 
 def test_this_weeks_report_shows_its_summary_tables_charts_and_downloads(app_env):

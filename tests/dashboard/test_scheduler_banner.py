@@ -6,11 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers.dashboard_pages import open_page
 
 from engine.core.paths import DataPaths
 from engine.published.scheduler_status import write_status
-
-from .pages import open_page
 
 LOCKED = (
     "data/switchover.duckdb is locked by another process (PID 4242): only one Switchover "

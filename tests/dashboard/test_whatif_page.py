@@ -9,15 +9,14 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from alerts.harness import PRIMARY
+from helpers.alert_harness import PRIMARY
+from helpers.dashboard_pages import open_page, texts
+from helpers.recorded_incident import recorded
 
 from simulations import job as jobs
 from simulations.report import sentence, table_rows
 from simulations.scenario import load_scenario, parse_scenario
 from simulations.simulate import simulate
-
-from .pages import open_page, texts
-from .recorded import recorded
 
 
 def _run(at, data: Path, timeout_s: float = 180):
@@ -117,7 +116,7 @@ def test_a_scenario_is_saved_where_the_page_finds_it_again(tmp_path, monkeypatch
     assert "Ours: 529s for 2 h at peak" in again.selectbox(key="whatif_scenario").options
 
 
-# --- scenarios from the store: recorded traffic with its outage (tests/dashboard/recorded.py) -
+# --- scenarios from the store: recorded traffic with its outage (helpers/recorded_incident.py)
 
 
 @pytest.fixture(scope="module")

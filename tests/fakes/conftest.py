@@ -9,12 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers.wire import AN_HEADERS, OA_HEADERS, Streamed, an_body, oa_body, with_fault
 
 from engine.core.clock import Clock, SystemClock, VirtualClock
 from simulations.fakes import FakeProviders, FakeTransport
 from simulations.fakes.app import Controlled
-
-from .wire import AN_HEADERS, OA_HEADERS, Streamed, an_body, oa_body, with_fault
 
 
 @dataclass

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from .wire import AN_HEADERS, OA_HEADERS, SEARCH_AN, SEARCH_OA, an_body, oa_body
+from helpers.wire import AN_HEADERS, OA_HEADERS, SEARCH_AN, SEARCH_OA, an_body, oa_body
 
 SEARCH_PARIS_AN = {
     "type": "tool_use",

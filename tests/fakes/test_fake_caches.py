@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.wire import AN_HEADERS, OA_HEADERS, an_body, oa_body
 
 from engine.core.clock import VirtualClock
 from simulations.fakes.cache import PromptCache
-
-from .wire import AN_HEADERS, OA_HEADERS, an_body, oa_body
 
 POLICY = "You are the support agent of an online shop. "
 LONG = POLICY * 120  # ~1,400 tokens: above Sonnet's minimum, below Haiku 4.5's

@@ -7,10 +7,9 @@ import json
 
 import httpx
 import pytest
+from helpers.wire import AN_HEADERS, OA_HEADERS, an_body, oa_body
 
 from simulations.fakes import CATALOGUE, FakeProviders, FakeTransport
-
-from .wire import AN_HEADERS, OA_HEADERS, an_body, oa_body
 
 # Short waits, so that the contract runs in real time in well under a second per fault.
 QUICK = {

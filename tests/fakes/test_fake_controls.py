@@ -10,12 +10,11 @@ import time
 
 import httpx
 import pytest
+from helpers.wire import AN_HEADERS, an_body
 
 from simulations.fakes import FakeApp, FakeProviders, FakeTransport
 from simulations.fakes.app import Incoming
 from simulations.fakes.control import Latency
-
-from .wire import AN_HEADERS, an_body
 
 
 async def statuses(backend, n: int, model: str = "claude-test") -> list[int]:

@@ -8,13 +8,13 @@ import json
 
 import httpx
 import pytest
+from helpers.wire import AN_HEADERS, OA_HEADERS, an_body, oa_body, sse, with_fault
 
 from engine.core.clock import VirtualClock
 from simulations.fakes import FakeTransport
 from simulations.fakes.model import words_text
 
 from .test_fake_streams import LONG, _text, _unreadable
-from .wire import AN_HEADERS, OA_HEADERS, an_body, oa_body, sse, with_fault
 
 DIALECTS = ["anthropic", "openai"]
 SHORT_READ = httpx.Timeout(5.0, read=0.5)

@@ -7,8 +7,7 @@ import time
 
 import httpx
 import pytest
-
-from .wire import SEARCH_AN, SEARCH_OA
+from helpers.wire import SEARCH_AN, SEARCH_OA
 
 LONG = "the quick brown fox jumps over the lazy dog " * 3
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from helpers.wire import AN_HEADERS, OA_HEADERS, an_body, oa_body
 
 from engine.core.clock import VirtualClock
 from simulations.fakes import FakeTransport
-
-from .wire import AN_HEADERS, OA_HEADERS, an_body, oa_body
 
 
 def test_a_scripted_transport_replays_an_outage_on_virtual_time():

@@ -33,7 +33,7 @@ PROVIDER_KEYS = {
 }
 GATEWAY_KEY = "gw-test-key-1"
 
-# Short limits so that failing paths cost milliseconds (as in tests/e2e).
+# Short limits so that failing paths cost milliseconds (as in tests/system).
 FAST_POLICY: dict[str, Any] = {
     "budget_s": 10,
     "attempt_timeout_s": 2.0,

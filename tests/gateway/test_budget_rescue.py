@@ -7,7 +7,8 @@ Real sockets, so real time: each example costs about two thirds of its budget (t
 to the reserve line), and a streamed and a plain request run side by side to halve that. The
 bound is measured honestly from the caller's side. It leaves a third of the budget (at worst a
 ninth, with two hangs) between the answer and the bound, so a loaded machine does not break
-it; `tests/test_budget_reserve.py` runs the same property on virtual time, hundreds of times.
+it; `tests/fallback/test_budget_reserve.py` runs the same property on virtual time, hundreds
+of times.
 """
 
 from __future__ import annotations

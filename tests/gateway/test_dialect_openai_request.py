@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.fuzz import encoded, mutated, random_objects
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +24,6 @@ from engine.core.messages import (
 from engine.gateway.dialects.base import BadRequest, Parsed
 from engine.gateway.dialects.openai import OPENAI
 from engine.providers import anthropic_codec, openai_codec
-
-from .fuzz import encoded, mutated, random_objects
 
 PNG = "iVBORw0KGgo="
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
+from helpers.provider_recorder import make_provider
 
 from engine.core.errors import (
     AccountFault,
@@ -34,8 +35,6 @@ from engine.core.messages import (
 from engine.providers import AnthropicProvider, Provider
 from engine.providers.anthropic_codec import encode_request
 from engine.providers.codec import sanitize_tool_id
-
-from .recorder import make_provider
 
 API_KEY = "sk-ant-test-SECRET"
 MODEL = "claude-sonnet-4-5"

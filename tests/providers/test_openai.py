@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
+from helpers.provider_recorder import make_provider
 
 from engine.core.errors import (
     AccountFault,
@@ -36,8 +37,6 @@ from engine.providers import OpenAIProvider, Provider
 from engine.providers.codec import parse_arguments
 from engine.providers.openai import max_tokens_field_for
 from engine.providers.openai_codec import encode_request
-
-from .recorder import make_provider
 
 API_KEY = "sk-proj-test-SECRET"
 MODEL = "gpt-4.1-mini"

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from helpers.provider_recorder import make_provider
 
 from engine.core.errors import ProviderFault
 from engine.core.messages import Message, MessageEnd, Request, StreamEvent, TextDelta
@@ -15,8 +16,6 @@ from engine.providers import AnthropicProvider, OpenAIProvider
 from engine.providers.http import HttpProvider
 from engine.providers.stream import MAX_UNREADABLE_EVENTS
 from simulations.fakes import FakeProviders
-
-from .recorder import make_provider
 
 QUESTION = "where is my order, and when will it arrive?"
 ASK = Request(messages=(Message.user(QUESTION),), max_tokens=64)

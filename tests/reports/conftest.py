@@ -4,9 +4,8 @@ fortnight (fortnight.py, about a minute and a half of CPU), each built once per 
 from __future__ import annotations
 
 import pytest
-
-from .fortnight import Fortnight, demo_fortnight
-from .weeks import FixtureWeek, fixture_week
+from helpers.fortnight import Fortnight, demo_fortnight
+from helpers.weeks import FixtureWeek, fixture_week
 
 
 @pytest.fixture(scope="package")

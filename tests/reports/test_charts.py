@@ -11,12 +11,12 @@ import subprocess
 import sys
 import textwrap
 
+from helpers.weeks import WEEK
+
 from dashboard.charts import PALETTE, colour_of
 from engine.published.read import PublishedData
 from engine.reports import charts
 from engine.reports.week import build_week
-
-from .weeks import WEEK
 
 # Writes the report's HTML to argv[2] from the snapshots in argv[1]; with argv[3] == "streamlit"
 # after importing Streamlit, as the dashboard's process has.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from alerts.harness import World, config
+from helpers.alert_harness import World, config
 from typer.testing import CliRunner
 
 from dashboard.screenshots import _CHARTS_WITH_DATA, CHROMIUM, FLAGS

@@ -23,6 +23,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from helpers.fortnight import DAYS, END, WEEKS
 
 from engine.published.read import PublishedData
 from engine.reports import events, render
@@ -32,8 +33,6 @@ from engine.reports.summary import fallback_cost
 from engine.reports.tables import tables
 from engine.reports.week import build_week
 from simulations.history import PAST_INCIDENTS
-
-from .fortnight import DAYS, END, WEEKS
 
 pytestmark = pytest.mark.timeout(600)  # the fortnight takes a minute and a half to build
 

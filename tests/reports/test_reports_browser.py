@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.weeks import WEEK
 from PIL import Image
 
 from dashboard.screenshots import _CHARTS_WITH_DATA, CHROMIUM, browser, serving
 from engine.reports.charts import colour_of
-
-from .weeks import WEEK
 
 SHOTS = os.environ.get("SWITCHOVER_SCREENSHOTS")  # where to keep the screenshots
 GENERATED = re.compile(rb"Generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.")

@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from alerts.harness import START, SlackStandIn, World, config
+from helpers.alert_harness import START, SlackStandIn, World, config
 
 from engine.config import ConfigError, ReportsConfig, parse_config
 from engine.config.alerting import Receiver

@@ -12,7 +12,19 @@ from decimal import Decimal
 
 import pandas as pd
 import pytest
-from alerts.harness import PRIMARY
+from helpers.alert_harness import PRIMARY
+from helpers.weeks import (
+    BEFORE,
+    DRILL_REPORT,
+    DRILLS,
+    END,
+    EVAL_RESULTS,
+    GPT,
+    PRIMARY_TARGET,
+    START,
+    WEEK,
+    FixtureWeek,
+)
 
 from engine.core.fault_families import describe
 from engine.core.money import format_usd
@@ -25,19 +37,6 @@ from engine.reports.content import CostLine, RouteWeek
 from engine.reports.dates import duration, moment
 from engine.reports.week import build_week
 from engine.store.db import open_store
-
-from .weeks import (
-    BEFORE,
-    DRILL_REPORT,
-    DRILLS,
-    END,
-    EVAL_RESULTS,
-    GPT,
-    PRIMARY_TARGET,
-    START,
-    WEEK,
-    FixtureWeek,
-)
 
 # The premium and cache loss multiply by the DOUBLE hit ratio and are rounded to nine decimals
 # once a minute row: a few nano-dollars apart from exact arithmetic over the week (~2e-9 here).

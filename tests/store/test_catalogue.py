@@ -7,13 +7,12 @@ from datetime import timedelta
 
 import duckdb
 import pytest
+from helpers.spool import T0, make_attempt, write_spool
 
 from engine.published.catalogue import CATALOGUE, select
 from engine.published.publish import read_manifest
 from engine.scheduler import snapshots
 from engine.store import ingest_spool, traffic_profile
-
-from .spool import T0, make_attempt, write_spool
 
 
 @pytest.fixture

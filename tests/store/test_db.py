@@ -11,7 +11,7 @@ import pytest
 
 from engine.store import StoreLockedError, open_store
 
-DRIVER = Path(__file__).with_name("driver.py")
+DRIVER = Path(__file__).parents[1] / "helpers" / "store_driver.py"
 
 
 @pytest.fixture

@@ -11,11 +11,10 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from helpers.spool import T0, fill_spool, make_attempt, table, write_spool, write_table
 
 from engine.store import ingest_spool, prune_ledger
 from engine.store.ingest import QUARANTINE
-
-from .spool import T0, fill_spool, make_attempt, table, write_spool, write_table
 
 
 def count(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:

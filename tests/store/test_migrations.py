@@ -6,12 +6,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from helpers.spool import make_attempt, table, write_spool, write_table
 
 from engine.store import ingest_spool, migrations, open_store
 from engine.store.migrations import MIGRATIONS, Migration, SchemaTooNewError
 from engine.telemetry.columns import COLUMN_NAMES, DUCKDB_COLUMNS
-
-from .spool import make_attempt, table, write_spool, write_table
 
 
 def describe(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str, str]]:

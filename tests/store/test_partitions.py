@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import duckdb
 import pytest
+from helpers.spool import T0, fill_spool
 
 from engine.published import partitions
 from engine.published.catalogue import RECENT_ATTEMPTS
@@ -18,8 +19,6 @@ from engine.published.partitions import compact as compact_recent_attempts
 from engine.published.publish import read_manifest
 from engine.published.read import PublishedData
 from engine.store import ingest_spool, open_store
-
-from .spool import T0, fill_spool
 
 HOUR = timedelta(hours=1)
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pandas as pd
 import pytest
-from alerts.harness import START, World
+from helpers.alert_harness import START, World
 
 from engine.runtime.build import build_pricer
 

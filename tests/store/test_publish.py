@@ -9,14 +9,13 @@ from datetime import timedelta
 
 import duckdb
 import pytest
+from helpers.spool import T0, fill_spool
 
 from engine.published.catalogue import RECENT_ATTEMPTS
 from engine.published.partitions import append as publish_recent_attempts
 from engine.published.publish import MANIFEST, publish, read_manifest
 from engine.published.read import PublishedData
 from engine.store import ingest_spool
-
-from .spool import T0, fill_spool
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
+from helpers.spool import T0, make_attempt, write_spool
 
 from engine.published.catalogue import SNAPSHOT_COLUMNS
 from engine.published.partitions import append as publish_recent_attempts
@@ -17,8 +18,6 @@ from engine.published.query import REQUIRED
 from engine.published.read import PublishedData
 from engine.store import ingest_spool
 from engine.telemetry.columns import COLUMN_NAMES
-
-from .spool import T0, make_attempt, write_spool
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SAMPLE = {"since": EPOCH, "request_id": "a"}  # a value for each required parameter

@@ -19,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.spool import fill_spool, make_attempt, write_spool
 
 from engine.config import StoreConfig, parse_config
 from engine.core.errors import ConfigError
@@ -34,8 +35,6 @@ from engine.store.retention import (
     stored_attempts,
 )
 from engine.telemetry.columns import COLUMN_NAMES
-
-from .spool import fill_spool, make_attempt, write_spool
 
 T0 = datetime(2026, 10, 30, tzinfo=UTC)  # four days of a row a minute: 30, 31 Oct, 1, 2 Nov
 NOW = datetime(2026, 11, 4, 12, 0, tzinfo=UTC)  # kept 2 days: 30 Oct to 1 Nov move, 2 Nov stays

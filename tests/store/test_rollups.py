@@ -197,7 +197,7 @@ def test_an_unpriced_model_is_counted_not_costed_as_zero(con):
 def test_late_attempts_recompute_the_cache_baselines_of_the_hours_after_them(tmp_path):
     """A writer that was offline delivers the primary's cached successes of an hour ago: the
     next hour's cache-hit baseline, computed before they arrived, is computed again."""
-    from alerts.store_rows import attempt
+    from helpers.store_rows import attempt
 
     from engine.store.db import open_store
     from engine.store.rollups import forget_baselines, refresh
@@ -220,7 +220,7 @@ def test_late_attempts_recompute_the_cache_baselines_of_the_hours_after_them(tmp
 
 
 def test_a_request_no_target_could_take_counts_as_unavailable_but_not_as_an_attempt(tmp_path):
-    from alerts.store_rows import attempt
+    from helpers.store_rows import attempt
 
     from engine.store.db import open_store
 
@@ -243,7 +243,7 @@ def test_a_caller_who_left_during_the_backoff_abandoned_the_request_it_was_not_u
 ):
     """The chain records a failed attempt `cancelled` when its caller leaves during the wait
     before the retry: nothing more was tried, so nobody can say the providers were down."""
-    from alerts.store_rows import attempt
+    from helpers.store_rows import attempt
 
     from engine.store.db import open_store
 

@@ -9,6 +9,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.spool import make_attempt, write_spool
 
 from engine.core.fault_families import BY_NAME
 from engine.core.paths import DataPaths
@@ -18,8 +19,6 @@ from engine.scheduler.pipeline import Pipeline
 from engine.store.traffic_profile import PROFILE_EVERY
 from simulations.demo import DEMO_KEY_ENV, demo_config
 from simulations.history import seed_history
-
-from .spool import make_attempt, write_spool
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROFILE = ("traffic_minute", "traffic_sizes", "target_latency", "incident_minutes")
