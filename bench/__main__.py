@@ -1,5 +1,5 @@
 """`python -m bench [--quick] [--only chain|incident|telemetry|simulator|shaping|breakers|
-whatif_isolation|freshness|gateway] [--no-write] [--output PATH]`: run the chain's cases (with
+whatif_isolation|freshness|gateway|otel] [--no-write] [--output PATH]`: run the chain's cases (with
 LiteLLM's Router beside them), the outage figures, the telemetry, the simulator, the route
 behaviours, the breaker stores, the Live page beside a what-if simulation, the scheduler's
 freshness under gateway load and the gateway, print the tables,
@@ -23,6 +23,7 @@ from bench import (
     freshness,
     gateway,
     incident,
+    otel,
     peer,
     report,
     shaping,
@@ -109,7 +110,9 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run with small sizes (implies --no-write)"
     )
-    parser.add_argument("--only", choices=(*report.PARTS, "gateway"), help="run one part only")
+    parser.add_argument(
+        "--only", choices=(*report.PARTS, "gateway", "otel"), help="run one part only"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the tables only")
     parser.add_argument("--no-pin", action="store_true", help="leave CPU placement to the OS")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
@@ -134,6 +137,8 @@ def main() -> None:
         generated["whatif_isolation"] = whatif_isolation.run(args.quick, command)
     if args.only in (None, "freshness"):
         generated["freshness"] = freshness.run(args.quick, command)
+    if args.only in (None, "otel"):  # printed only: docs/benchmarks.md takes it by hand
+        print("\n" + otel.table(otel.run(otel.QUICK if args.quick else otel.Sizes())), flush=True)
     gateway_text = None
     if args.only in (None, "gateway"):
         gateway_text = gateway.run(args.quick, command)

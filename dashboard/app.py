@@ -1,6 +1,7 @@
 """`switchover dashboard`: the entry point Streamlit runs. It draws the sidebar every page
 shares (window, timezone, how fresh the data is, what the scheduler says) and runs the page
-chosen in the navigation."""
+chosen in the navigation; first, when sign-in applies, nobody gets past the sign-in form
+(dashboard.sign_in)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from datetime import UTC, datetime
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, sign_in
 from engine.published.scheduler_status import banner, read_status
 
 st.set_page_config(page_title="Switchover", page_icon=":material/alt_route:", layout="wide")
+sign_in.gate()  # stops here, with the sign-in form only, for a person not signed in
 
 pages = [
     st.Page("views/live.py", title="Live", icon=":material/monitor_heart:", default=True),

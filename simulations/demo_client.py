@@ -40,7 +40,8 @@ class Outcome:
 def gateway_client(base_url: str) -> httpx.AsyncClient:
     """A client of the gateway at `base_url` with the key it asks for, when it asks for one."""
     keys = [k.strip() for k in os.environ.get(KEYS_ENV, "").split(",") if k.strip()]
-    headers = {"authorization": f"Bearer {keys[0]}"} if keys else {}
+    secret = (keys[0].partition(":")[2] or keys[0]) if keys else ""  # `label:secret`, or bare
+    headers = {"authorization": f"Bearer {secret}"} if secret else {}
     # Patient like the SDKs: a request's budget (up to 30 s on the demo routes) is the limit.
     return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60)
 

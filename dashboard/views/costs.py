@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import budgets_panel, charts, data
 from dashboard.cost_parts import premium_parts, usd_column
 from dashboard.definitions import define
 from dashboard.metrics import cost_by, cost_summary, token_mix
@@ -21,6 +21,7 @@ rollups = data.rollups(v)
 if not data.manifest():
     data.empty_state()
     st.stop()
+budgets_panel.show(data.data_paths().budgets)
 if rollups.empty:
     st.caption(f"No requests in the last {v.label}.")
     st.stop()

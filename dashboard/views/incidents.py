@@ -6,17 +6,16 @@ the alert history, what was delivered to whom, and silences."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, operator
 from dashboard.cost_parts import extra_cost_parts, usd_column
 from dashboard.definitions import define
 from dashboard.metrics import incident_table, traffic_by_target
 from dashboard.readiness_metrics import drill_table
-from engine.alerts.silences import request_silence
 from engine.core.money import format_usd
 
 RANGES = {"24 h": timedelta(days=1), "7 d": timedelta(days=7), "35 d": timedelta(days=35)}
@@ -257,24 +256,9 @@ st.subheader("Silences")
 active = data.query("alert_silences", since=v.now)
 if len(active):
     st.dataframe(
-        v.table(active, ["rule", "subject", "starts_at", "ends_at", "reason"]),
+        v.table(active, ["rule", "subject", "starts_at", "ends_at", "reason", "created_by"]),
         hide_index=True,
         width="stretch",
+        column_config={"created_by": "by"},
     )
-with st.form("silence"):
-    st.markdown("Silence a rule: it still fires and resolves here, but nobody is notified.")
-    cols = st.columns(4)
-    rule = cols[0].text_input("Rule", placeholder="fallback-rate-5m")
-    subject = cols[1].text_input("Only for (route, target or provider)", placeholder="all")
-    hours = cols[2].number_input("For hours", min_value=0.25, max_value=24.0 * 30, value=2.0)
-    reason = cols[3].text_input("Reason")
-    if st.form_submit_button("Silence") and rule.strip():
-        request_silence(
-            data.data_paths(),
-            rule.strip(),
-            duration=timedelta(hours=hours),
-            now=datetime.now(UTC),
-            subject=subject.strip() or None,
-            reason=reason,
-        )
-        st.success(f"Silence requested for {rule}: the scheduler takes it in within seconds.")
+operator.silence_form()  # for a person signed in only (dashboard.sign_in)

@@ -8,19 +8,23 @@ the published snapshots only (dashboard.data), never the DuckDB file."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, metrics
+from dashboard import charts, data, metrics, operator
 from dashboard.definitions import define
 from dashboard.metrics import Span
+from engine.config.slo import target_text
 from engine.core.money import format_change, format_usd
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
 ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day
 PERCENTILES = {"p50_ms": "p50", "p99_ms": "p99"}  # column → the line's name
 MONEY = {"cost_usd": "cost", "premium_usd": "fallback premium"}
+# The burn-rate windows of slo_status, as the page says them.
+BURN_LABELS = {"5 min": "5m", "30 min": "30m", "1 h": "1h", "6 h": "6h", "3 d": "3d"}
 
 
 def _pct(value: float | None) -> str:
@@ -137,6 +141,43 @@ def _health(
             st.caption("No requests in the last 5 minutes.")
 
 
+def _error_budgets(v: data.View, status: pd.DataFrame) -> None:
+    """Each [[slo]]: this week's error budget left (the weekly report's week and figures) and
+    how fast it burns now, over each window of the burn-rate alerts."""
+    if status.empty:
+        return
+    first = status.iloc[0]
+    st.markdown(
+        f"**Error budgets** · this week ({v.stamp(first.week_start)} to "
+        f"{v.clock(first.as_of)} {v.tz.key}), drills aside; burn rates now",
+        help=define("error budget"),
+    )
+    for s in status.itertuples():
+        st.markdown(f"**{s.slo}** ({s.route}, target {target_text(s.target)}): {_left(s)}  \n"
+                    f"burning {_burns(s)}")  # fmt: skip
+
+
+def _left(s: Any) -> str:
+    if pd.isna(s.budget_left):
+        return "no request counted this week yet"
+    failed = f"{int(s.failed):,} of {int(s.counted):,} requests failed"
+    if s.budget_left < 0:
+        return f"budget overspent by {-s.budget_left:.0%} ({failed})"
+    left = f"{s.budget_left:.0%} of the budget left ({failed}"
+    if pd.isna(s.failures_left):
+        return left + ")"
+    more = max(0, int(s.failures_left))
+    return left + f"; {more:,} more may fail by the week's end at this traffic)"
+
+
+def _burns(s: Any) -> str:
+    said = []
+    for label, name in BURN_LABELS.items():
+        rate = getattr(s, f"burn_{name}")
+        said.append(f"{label} {'—' if pd.isna(rate) else f'{rate:,.1f}×'}")
+    return " · ".join(said)
+
+
 def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.DataFrame) -> None:
     counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
     t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, markers)
@@ -233,9 +274,11 @@ def live() -> None:
     _banners(v, alerts, incidents)
     _headline(v, recent, window, minutes, rollups)
     _health(v, recent, minutes, rollups, drills)
+    _error_budgets(v, data.query("slo_status"))
     _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, v.now))
     _recent_failures(v, window)
 
 
 st.title("Live")
 live()
+operator.target_switches()  # outside the 5 s refresh: a form being filled in stays as it is

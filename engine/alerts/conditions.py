@@ -17,6 +17,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import NamedTuple
 
+from engine.alerts.budget_conditions import budget, budget_forecast
+from engine.alerts.burn_rate import burn_rate
 from engine.alerts.context import PROCESS_GONE_AFTER, Context, Observation, window_text
 from engine.alerts.credentials import credential
 from engine.alerts.telemetry_conditions import telemetry_lag, telemetry_loss
@@ -324,4 +326,7 @@ _KINDS: dict[str, Callable[[Rule, Context], list[Observation]]] = {
     "telemetry_lag": telemetry_lag,
     "telemetry_loss": telemetry_loss,
     "eval_pass_rate": _eval_pass_rate,
+    "burn_rate": burn_rate,
+    "budget": budget,
+    "budget_forecast": budget_forecast,
 }

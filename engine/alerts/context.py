@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from engine.config.alerting import Rule
+from engine.config.budgets import Budget
 
 # A process that recorded nothing for this long is gone (restarted, scaled down): its breakers
 # went with it and no longer count as open.
@@ -44,6 +45,8 @@ class Context:
     spool_dir: Path
     wall: Callable[[], float] = time.time  # file ages are measured against the real clock
     key_envs: Mapping[str, str | None] = field(default_factory=dict)  # provider → api_key_env
+    budgets: tuple[Budget, ...] = ()  # [[budgets]], for the budget kinds
+    archive_dir: Path | None = None  # archived days (a budget's period outlives the table)
 
     def since(self, rule: Rule) -> datetime:
         return self.now - timedelta(seconds=rule.window_s)

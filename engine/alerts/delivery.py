@@ -30,6 +30,7 @@ from typing import Any
 import duckdb
 import httpx
 
+from engine.alerts import oncall_payloads
 from engine.config.alerting import UNITS, Receiver
 from engine.core.money import format_usd
 
@@ -45,6 +46,17 @@ def payload(kind: str, event: str, alert: Mapping[str, Any]) -> str:
     """The body sent to a receiver of `kind` ("slack" or "json") for `event`."""
     body = _slack(event, alert) if kind == "slack" else _generic(event, alert)
     return json.dumps(body, default=_jsonable)
+
+
+def body_for(receiver: Receiver, event: str, alert: Mapping[str, Any]) -> str:
+    """What `receiver` is sent for `event`, as stored in the outbox: never a secret (a
+    PagerDuty routing key is added on the way out, `_post`)."""
+    if receiver.kind == "pagerduty":
+        return json.dumps(oncall_payloads.pagerduty(event, alert), default=_jsonable)
+    if receiver.kind == "alertmanager":
+        body = oncall_payloads.alertmanager(event, alert, receiver.format, receiver.name)
+        return json.dumps(body, default=_jsonable)
+    return payload(receiver.kind, event, alert)
 
 
 def _generic(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,6 +129,11 @@ def _post(
     url = receiver.url or environ.get(receiver.url_env or "", "")
     if not url:
         return Result(notification_id, False, None, f"{receiver.url_env} is not set")
+    if receiver.routing_key_env:  # PagerDuty: the key travels in the body, never stored
+        routing_key = environ.get(receiver.routing_key_env, "")
+        if not routing_key:
+            return Result(notification_id, False, None, f"{receiver.routing_key_env} is not set")
+        body = oncall_payloads.with_routing_key(body, routing_key)
     headers = {"content-type": "application/json", "user-agent": "switchover-alerts"}
     try:
         with httpx.Client(timeout=receiver.timeout_s) as client:

@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from engine.alerts.conditions import Observation
-from engine.alerts.delivery import payload
+from engine.alerts.delivery import body_for
 from engine.config.alerting import AlertingConfig
 
 log = logging.getLogger("switchover.alerts")
@@ -191,7 +191,7 @@ def _queue(
                 "alert_id": first,
                 "event": event,
                 "receiver": receiver.name,
-                "payload": payload(receiver.kind, event, alert),
+                "payload": body_for(receiver, event, alert),
                 "now": now,
             },
         )

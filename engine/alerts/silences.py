@@ -31,9 +31,10 @@ def request_silence(
     now: datetime,
     subject: str | None = None,
     reason: str = "",
+    created_by: str | None = None,
 ) -> str:
     """Ask the scheduler to silence `rule` (for `subject` only, when given) from `now` for
-    `duration`; the silence's id."""
+    `duration`, on behalf of `created_by` ("dashboard: alice@example.com"); the silence's id."""
     if duration <= timedelta(0):
         raise ValueError("a silence must last longer than zero")
     silence_id = uuid.uuid4().hex[:12]
@@ -45,6 +46,7 @@ def request_silence(
         "ends_at": (now + duration).isoformat(),
         "reason": reason,
         "created_at": now.isoformat(),
+        "created_by": created_by,
     }
     control.submit(inbox(paths), silence_id, body)
     return silence_id
@@ -52,7 +54,8 @@ def request_silence(
 
 _INSERT = """
     INSERT OR IGNORE INTO alert_silences
-    VALUES ($silence_id, $rule, $subject, $starts_at, $ends_at, $reason, $created_at)
+        (silence_id, rule, subject, starts_at, ends_at, reason, created_at, created_by)
+    VALUES ($silence_id, $rule, $subject, $starts_at, $ends_at, $reason, $created_at, $created_by)
 """
 
 
@@ -80,4 +83,6 @@ def _row(body: Any) -> dict[str, Any]:
         "ends_at": datetime.fromisoformat(body["ends_at"]),
         "reason": str(body.get("reason", "")),
         "created_at": datetime.fromisoformat(body["created_at"]),
+        # Requests written before migration 16 say nobody.
+        "created_by": None if body.get("created_by") is None else str(body["created_by"]),
     }

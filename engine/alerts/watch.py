@@ -75,7 +75,15 @@ class Watch:
         so the incidents' evidence is read whole at their next refresh)."""
         self._evidence.refreshed(refreshed_from)
         silences = ingest_silences(con, self.paths)
-        context = Context(con, now, self.paths.spool, self.wall, self.config.key_envs)
+        context = Context(
+            con,
+            now,
+            self.paths.spool,
+            self.wall,
+            self.config.key_envs,
+            self.config.budgets,
+            self.paths.archive,
+        )
         evaluated = mark_drills(con, evaluate(self.config.rules, context), now)
         changes = lifecycle.apply(con, self.config, evaluated, now)
         incidents = None

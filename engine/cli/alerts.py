@@ -21,7 +21,7 @@ alerts_app = typer.Typer(
 @alerts_app.command("test")
 def alerts_test(config: ConfigOption = Path("switchover.toml")) -> None:
     """Send a test notification to every receiver in [alerting] and say what each answered."""
-    from engine.alerts.delivery import payload, post
+    from engine.alerts.delivery import body_for, post
     from engine.config import load_config
 
     try:
@@ -32,7 +32,9 @@ def alerts_test(config: ConfigOption = Path("switchover.toml")) -> None:
         raise _fail(f"{config}: no receivers: add [[alerting.receivers]] (see the README)")
     failed = 0
     for receiver in receivers:
-        result = post(receiver, payload(receiver.kind, "test", _TEST_ALERT))
+        result = post(receiver, body_for(receiver, "test", _TEST_ALERT))
+        if result.ok and receiver.kind == "pagerduty":  # close the test incident it opened
+            result = post(receiver, body_for(receiver, "resolved", _TEST_ALERT))
         if result.ok:
             typer.secho(f"{receiver.name}: delivered (HTTP {result.http_status})", fg="green")
         else:
@@ -65,6 +67,7 @@ def alerts_silence(
     data_dir: DataDirOption = None,
 ) -> None:
     """Stop notifications of a rule for a while (the scheduler takes the request in)."""
+    import getpass
     from datetime import UTC, datetime, timedelta
 
     from engine.alerts.silences import request_silence
@@ -82,6 +85,7 @@ def alerts_silence(
         now=datetime.now(UTC),
         subject=subject,
         reason=reason,
+        created_by=f"cli ({getpass.getuser()})",  # as `switchover targets disable` says who
     )
     typer.echo(f"{rule}{f' ({subject})' if subject else ''} silenced for {duration}")
 

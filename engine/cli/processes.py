@@ -36,7 +36,8 @@ def serve(
     ] = 32.0,
 ) -> None:
     """Run the gateway: OpenAI (/v1/chat/completions) and Anthropic (/v1/messages) in,
-    any provider out. Callers' keys come from SWITCHOVER_GATEWAY_KEYS (comma-separated)."""
+    any provider out. Callers' keys come from SWITCHOVER_GATEWAY_KEYS (comma-separated;
+    `label:secret` labels a key, for attempts and [[budgets]] key = "label")."""
     from engine.gateway.server import serve as run_gateway
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -98,14 +99,19 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8501,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     data_dir: DataDirOption = None,
+    config: ConfigOption = Path("switchover.toml"),
 ) -> None:
-    """Run the dashboard (Streamlit) on the scheduler's published snapshots."""
-    from engine.cli.dashboard_process import streamlit_command
+    """Run the dashboard (Streamlit) on the scheduler's published snapshots. Beyond loopback
+    only with a sign-in (SWITCHOVER_DASHBOARD_SECRET, or OIDC in .streamlit/secrets.toml);
+    the config's routes and [state] are where its operator switches go."""
+    from engine.cli.dashboard_process import launch
 
-    env = dict(os.environ)
-    if data_dir is not None:
-        env["SWITCHOVER_DATA_DIR"] = str(data_dir)
-    command = streamlit_command(host=host, port=port)
+    try:
+        command, env = launch(
+            host=host, port=port, data_dir=data_dir, config=config, environ=os.environ
+        )
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
     os.execve(command[0], command, env)  # Streamlit owns the process and its signals
 
 
@@ -118,6 +124,11 @@ def fake_providers(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     serve_forever(host, port)  # until Ctrl-C
+
+
+DashboardHostOption = Annotated[
+    str, typer.Option(help="Address of the dashboard (beyond loopback: with a sign-in).")
+]
 
 
 def up(
@@ -135,6 +146,7 @@ def up(
     dashboard_port: Annotated[
         int, typer.Option(help="Port of the dashboard (0: no dashboard).")
     ] = 8501,
+    dashboard_host: DashboardHostOption = "127.0.0.1",
     data_dir: DataDirOption = None,
 ) -> None:
     """Start Switchover on this machine (gateway, scheduler and dashboard; with --demo also
@@ -147,6 +159,7 @@ def up(
     if demo is None:
         demo, reason = wants_demo(config)
         typer.echo(reason)
+    _dashboard_allowed(dashboard_host, dashboard_port, demo=demo)
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     board = dashboard_port or None
     stop = Stop()
@@ -169,6 +182,7 @@ def up(
                 gateway_port=gateway_port,
                 say=typer.echo,
                 dashboard_port=board,
+                dashboard_host=dashboard_host,
                 stop=stop,
             )
 
@@ -177,6 +191,20 @@ def up(
         code = asyncio.run(supervise())
     typer.echo("stopped")
     raise typer.Exit(code)
+
+
+def _dashboard_allowed(host: str, port: int, *, demo: bool) -> None:
+    """Refuse, before anything starts, a dashboard `up` could not start: beyond loopback
+    without a sign-in (dashboard.auth), or the demo's anywhere but loopback."""
+    from dashboard.auth import configured, is_loopback, refusal
+
+    if not port:
+        return  # no dashboard
+    if demo and not is_loopback(host):
+        raise _fail("the demo's dashboard listens on 127.0.0.1 only: leave out --dashboard-host")
+    refused = refusal(host, configured())
+    if refused is not None:
+        raise _fail(refused)
 
 
 def demo_history(

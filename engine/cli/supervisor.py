@@ -232,8 +232,10 @@ async def start_stack(
     *,
     gateway_port: int,
     dashboard_port: int | None = None,
+    dashboard_host: str = "127.0.0.1",
 ) -> None:
-    """The scheduler, the gateway and (given a port) the dashboard on `config`."""
+    """The scheduler, the gateway and (given a port) the dashboard on `config` (its routes and
+    [state] are where the dashboard's operator switches go)."""
     data = ["--data-dir", str(paths.root)]
     await sup.start("scheduler", switchover("scheduler", *data, "--config", str(config)))
     await sup.start(
@@ -241,8 +243,9 @@ async def start_stack(
     )
     sup.say(f"gateway on http://127.0.0.1:{gateway_port}/v1 (OpenAI and Anthropic SDKs)")
     if dashboard_port is not None:
-        await sup.start("dashboard", switchover("dashboard", "--port", str(dashboard_port), *data))
-        sup.say(f"dashboard on http://127.0.0.1:{dashboard_port}")
+        board = ("--host", dashboard_host, "--port", str(dashboard_port), "--config", str(config))
+        await sup.start("dashboard", switchover("dashboard", *board, *data))
+        sup.say(f"dashboard on http://{dashboard_host}:{dashboard_port}")
 
 
 async def run_stack(
@@ -253,10 +256,16 @@ async def run_stack(
     say: Say,
     dashboard_port: int | None,
     stop: Stop,
+    dashboard_host: str = "127.0.0.1",
 ) -> int:
     """`switchover up` on a real configuration, until `stop` or a child's exit; its status."""
     async with Supervisor(say, paths.logs, stop) as sup:
         await start_stack(
-            sup, config, paths, gateway_port=gateway_port, dashboard_port=dashboard_port
+            sup,
+            config,
+            paths,
+            gateway_port=gateway_port,
+            dashboard_port=dashboard_port,
+            dashboard_host=dashboard_host,
         )
         return await sup.run()

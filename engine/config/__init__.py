@@ -25,6 +25,8 @@ from typing import Any
 
 from engine.behaviours.prompts import TargetPrompt
 from engine.config.alerting import AlertingConfig, parse_alerting
+from engine.config.budget_rules import with_budget_rules
+from engine.config.budgets import Budget, parse_budgets
 from engine.config.checks import read_toml, valid_model, valid_name
 from engine.config.gateway import GatewayConfig, parse_gateway
 from engine.config.policy import parse_policy
@@ -40,8 +42,10 @@ from engine.config.routes import (
     parse_routes,
     parse_target,
 )
+from engine.config.slo import Slo, parse_slos, with_slo_rules
 from engine.config.state import StateConfig, parse_state
 from engine.config.store import StoreConfig, parse_store
+from engine.config.telemetry import TelemetryConfig, parse_telemetry
 from engine.core.errors import ConfigError
 from engine.core.pricing import PriceOverride
 from engine.fallback.policy import Policy
@@ -50,6 +54,7 @@ __all__ = [
     "DEFAULT_BASE_URLS",
     "QUALITY_MODES",
     "AlertingConfig",
+    "Budget",
     "Config",
     "ConfigError",
     "GatewayConfig",
@@ -57,9 +62,11 @@ __all__ = [
     "ReportsConfig",
     "RouteConfig",
     "RouteOptions",
+    "Slo",
     "StateConfig",
     "StoreConfig",
     "TargetConfig",
+    "TelemetryConfig",
     "load_config",
     "parse_config",
     "parse_target",
@@ -69,7 +76,7 @@ __all__ = [
 
 _TOP_LEVEL = (
     "providers", "routes", "policy", "prices", "prompts", "alerts", "alerting", "reports", "state",
-    "gateway", "store",
+    "gateway", "store", "budgets", "slo", "telemetry",
 )  # fmt: skip
 
 
@@ -88,6 +95,12 @@ class Config:
     prompts: Mapping[str, TargetPrompt] = field(default_factory=dict)
     gateway: GatewayConfig = field(default_factory=lambda: GatewayConfig())
     store: StoreConfig = field(default_factory=lambda: StoreConfig())
+    # [[budgets]]: spend limits per route, feature or gateway key label (engine.config.budgets).
+    budgets: tuple[Budget, ...] = ()
+    # [[slo]]: availability objectives per route; their burn-rate rules are in `alerting`.
+    slos: tuple[Slo, ...] = ()
+    # [telemetry]: the OpenTelemetry export (engine.config.telemetry); off by default.
+    telemetry: TelemetryConfig = field(default_factory=lambda: TelemetryConfig())
 
     def configured_targets(self) -> frozenset[str]:
         """Every `provider/model` some route lists: the only targets that exist by default."""
@@ -129,10 +142,17 @@ def parse_config(
         routes=tuple(routes),
         key_envs={name: p.api_key_env for name, p in providers.items()},
     )
-    reports = parse_reports(data.get("reports", {}), fail, {r.name for r in alerting.receivers})
+    slos = parse_slos(data.get("slo"), fail, tuple(routes))
+    alerting = with_slo_rules(alerting, slos, fail)
+    # The report's headline is for people reading a channel, not for a pager.
+    chat_receivers = {r.name for r in alerting.receivers if r.kind in ("slack", "json")}
+    reports = parse_reports(data.get("reports", {}), fail, chat_receivers)
     state = parse_state(data.get("state", {}), fail)
     gateway = parse_gateway(data.get("gateway", {}), fail)
     store = parse_store(data.get("store", {}), fail, alerting)
+    budgets = parse_budgets(data.get("budgets"), fail, tuple(routes))
+    alerting = with_budget_rules(alerting, budgets)  # after [store]: they read archived days
+    telemetry = parse_telemetry(data.get("telemetry", {}), fail)
     if "direct" in routes:
         raise fail("routes.direct", '"direct" is the label of targets a caller names alone')
     return Config(
@@ -147,4 +167,7 @@ def parse_config(
         prompts=prompts,
         gateway=gateway,
         store=store,
+        budgets=budgets,
+        slos=slos,
+        telemetry=telemetry,
     )

@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from engine.config.budgets import Budget
 from engine.config.checks import Fail, no_unknown
+from engine.config.objective import Slo
 
 Severity = Literal["warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("warning", "critical")
@@ -49,15 +51,29 @@ UNITS = {
     "telemetry_lag": "s",  # how long attempts wait outside the store (files, spool, recorder)
     "telemetry_loss": "attempts",  # attempts a process's recorder discarded in the window
     "eval_pass_rate": "%",  # a backup's pass rate in its route's latest eval (0: the run's min)
+    "budget": "%",  # a [[budgets]]'s spend in its period ÷ its amount (engine.config.budget_rules)
+    "budget_forecast": "%",  # the same, projected to the period's end at the last 24 h's rate
+    "burn_rate": "× budget",  # an [[slo]]'s failure share ÷ its error budget, in two windows
 }
 KINDS = tuple(UNITS)
-RECEIVER_KINDS = ("slack", "json")
+DERIVED_KINDS = ("burn_rate",)  # rules another section makes, never written in [[alerts]]
+# Kinds whose condition reads only the rollups (kept for good), never the attempts that
+# [store] keep_attempts_days moves out: their window may be longer than that.
+ROLLUP_KINDS = (
+    "fallback_rate", "unavailable", "request_faults", "fallback_premium", "spend", "burn_rate",
+)  # fmt: skip
+RECEIVER_KINDS = ("slack", "json", "pagerduty", "alertmanager")
+ALERTMANAGER_FORMATS = ("webhook", "api")
 
 _RULE_KEYS = (
     "name", "kind", "severity", "threshold", "window", "min_requests", "routes",
     "baseline_factor", "description",
 )  # fmt: skip
-_RECEIVER_KEYS = ("name", "kind", "url", "url_env", "timeout_s", "max_attempts", "min_severity")
+_RECEIVER_KEYS = (
+    "name", "kind", "url", "url_env", "timeout_s", "max_attempts", "min_severity",
+    "routing_key_env", "format",
+)  # fmt: skip
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 _ALERTING_KEYS = ("builtin_rules", "receivers", "incident_settle")
 INCIDENT_SETTLE_S = 120.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
@@ -75,6 +91,10 @@ class Rule:
     routes: tuple[str, ...] = ()  # only these routes (empty: every route)
     baseline_factor: float = 3.0  # request_faults: the rate must also be this × the last day's
     description: str = ""
+    # burn_rate (derived from [[slo]] by engine.config.slo, never written in [[alerts]]): the
+    # second, shorter window that must burn too, and the objective the rule guards.
+    short_window_s: float = 0.0
+    slo: Slo | None = None
 
     @property
     def unit(self) -> str:
@@ -84,12 +104,15 @@ class Rule:
 @dataclass(frozen=True, slots=True)
 class Receiver:
     name: str
-    kind: Literal["slack", "json"]
+    kind: Literal["slack", "json", "pagerduty", "alertmanager"]
     url: str | None = None  # given in the file (a local relay, no secret in it)
     url_env: str | None = None  # or read from this environment variable when sending
     timeout_s: float = 5.0
     max_attempts: int = 6  # deliveries tried (with backoff) before the notification fails
     min_severity: Severity = "warning"
+    # pagerduty: the variable holding the Events v2 routing key (a secret, read when sending).
+    routing_key_env: str | None = None
+    format: Literal["webhook", "api"] = "webhook"  # alertmanager: webhook v4, or /api/v2/alerts
 
     def wants(self, severity: str) -> bool:
         return SEVERITIES.index(severity) >= SEVERITIES.index(self.min_severity)  # type: ignore[arg-type]
@@ -103,6 +126,7 @@ class AlertingConfig:
     # credential alert's subject names it. Empty when the scheduler runs without a config.
     key_envs: Mapping[str, str | None] = field(default_factory=dict)
     incident_settle_s: float = INCIDENT_SETTLE_S  # an incident ends this long after its last fault
+    budgets: tuple[Budget, ...] = ()  # [[budgets]], which the budget rules watch
 
     def rule(self, name: str) -> Rule | None:
         return next((r for r in self.rules if r.name == name), None)
@@ -202,6 +226,8 @@ def _rule(i: int, raw: Any, fail: Fail, routes: tuple[str, ...]) -> Rule:
     kind = raw.get("kind")
     if kind not in KINDS:
         raise fail(f"{where}.kind", f"must be one of {', '.join(KINDS)} (got {kind!r})")
+    if kind in DERIVED_KINDS:
+        raise fail(f"{where}.kind", f"{kind} rules come from [[slo]]: give the route an objective")
     base = next((r for r in DEFAULT_RULES if r.kind == kind), None)
     severity = raw.get("severity", base.severity if base else "warning")
     if severity not in SEVERITIES:
@@ -239,8 +265,10 @@ def _receiver(i: int, raw: Any, fail: Fail) -> Receiver:
         raise fail(f"{where}.name", "must be a non-empty string")
     kind = raw.get("kind", "json")
     if kind not in RECEIVER_KINDS:
-        raise fail(f"{where}.kind", f"must be slack or json (got {kind!r})")
+        raise fail(f"{where}.kind", f"must be one of {', '.join(RECEIVER_KINDS)} (got {kind!r})")
     url, url_env = raw.get("url"), raw.get("url_env")
+    if kind == "pagerduty" and url is None and url_env is None:
+        url = PAGERDUTY_EVENTS_URL
     if (url is None) == (url_env is None):
         raise fail(where, "give either url or url_env (the variable holding a secret URL)")
     if url is not None and (
@@ -258,7 +286,18 @@ def _receiver(i: int, raw: Any, fail: Fail) -> Receiver:
     min_severity = raw.get("min_severity", "warning")
     if min_severity not in SEVERITIES:
         raise fail(f"{where}.min_severity", "must be warning or critical")
-    return Receiver(name, kind, url, url_env, float(timeout), attempts, min_severity)
+    routing_key_env, fmt = raw.get("routing_key_env"), raw.get("format", "webhook")
+    if kind == "pagerduty" and (not isinstance(routing_key_env, str) or not routing_key_env):
+        raise fail(
+            f"{where}.routing_key_env",
+            "a pagerduty receiver must name the environment variable holding its routing key",
+        )
+    if kind != "pagerduty" and routing_key_env is not None:
+        raise fail(f"{where}.routing_key_env", "only a pagerduty receiver takes a routing key")
+    if fmt not in ALERTMANAGER_FORMATS or (kind != "alertmanager" and "format" in raw):
+        raise fail(f"{where}.format", 'only for kind "alertmanager": "webhook" (v4) or "api"')
+    receiver = Receiver(name, kind, url, url_env, float(timeout), attempts, min_severity)
+    return replace(receiver, routing_key_env=routing_key_env, format=fmt)
 
 
 def _known_keys(raw: Any, where: str, allowed: tuple[str, ...], fail: Fail) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config.alerting import AlertingConfig
+from engine.config.alerting import ROLLUP_KINDS, AlertingConfig
 from engine.config.checks import Fail, no_unknown, table_of
 
 _STORE_KEYS = ("keep_attempts_days",)
@@ -37,8 +37,10 @@ def parse_store(table: Any, fail: Fail, alerting: AlertingConfig) -> StoreConfig
             f"must be a whole number of days from {low} to {high} "
             "(archived attempts are kept for good: there is no 'never')",
         )
-    # The rules that read attempts (credentials, latency) look back their window.
-    longest = max(alerting.rules, key=lambda rule: rule.window_s, default=None)
+    # The rules that read attempts (credentials, latency) look back their window; those that
+    # read only the rollups (an [[slo]]'s 3-day burn rate) never miss an archived attempt.
+    reading = [rule for rule in alerting.rules if rule.kind not in ROLLUP_KINDS]
+    longest = max(reading, key=lambda rule: rule.window_s, default=None)
     if longest is not None and longest.window_s > days * 86_400:
         raise fail(
             "store.keep_attempts_days",

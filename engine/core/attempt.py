@@ -77,6 +77,10 @@ class Attempt:
     # may have been billed for the prompt although no usage came back.
     tokens_estimated: bool = False
     feature: str | None = None
+    # The label of the gateway key the caller presented (`label:secret` in
+    # SWITCHOVER_GATEWAY_KEYS); None for an unlabelled key, no keys, or a library call.
+    # The label names a caller, it is not a secret; the key itself is never recorded.
+    key_label: str | None = None
     pii_masked: int = 0
     provider_request_id: str | None = None
     prompt_version: str | None = None  # the target's own prompt ([prompts]) that was sent

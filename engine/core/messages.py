@@ -118,6 +118,7 @@ class Request:
     temperature: float | None = None  # OpenAI's 0-2 scale; the Anthropic adapter clamps to 1
     stop: tuple[str, ...] = ()
     feature: str | None = None  # the caller's feature/app tag, recorded on every attempt
+    key_label: str | None = None  # the label of the gateway key that let it in, likewise
     stream: bool = False
     user: str | None = None
     cache_system: bool = False  # mark the system prompt cacheable (Anthropic cache_control)

@@ -44,6 +44,13 @@ class DataPaths:
         return self.published / "scheduler.json"
 
     @property
+    def budgets(self) -> Path:
+        """Each [[budgets]]'s spend in its period and the spool files it covers, written by the
+        scheduler after every ingest (engine.store.budgets) for the gateway's hard cap and the
+        dashboard (engine.published.budgets reads it)."""
+        return self.published / "budgets.json"
+
+    @property
     def database(self) -> Path:
         return self.root / "switchover.duckdb"
 

@@ -36,9 +36,11 @@ from engine.fallback.continuation import continued_stream
 from engine.fallback.events import (
     ChainEvent,
     EventHook,
+    RequestHook,
     all_unavailable,
     announce,
     credential_failure,
+    finishing,
 )
 from engine.fallback.order import Arranger
 from engine.fallback.policy import Policy, too_little
@@ -70,6 +72,7 @@ class Chain:
         model_from_caller: bool = False,
         scrub: Scrubber | None = None,
         continue_streams: bool = False,
+        request_hooks: Sequence[RequestHook] = (),
     ) -> None:
         """`order`: arranges the targets per request (adaptive order, operator switches);
         None keeps them as given. `pii`: mask personal data before any target sees it.
@@ -79,7 +82,8 @@ class Chain:
         the configuration did not (a direct target), so a provider's "no such model" is the
         caller's mistake (fail fast), not a broken account to alert on. `continue_streams`: a
         stream that fails after its first content is finished by a later target that can
-        continue it (`on_stream_failure = "continue"`, engine.fallback.continuation)."""
+        continue it (`on_stream_failure = "continue"`, engine.fallback.continuation).
+        `request_hooks`: told how each request ended (engine.fallback.events.RequestDone)."""
         if not targets:
             raise ValueError(f"route {route!r} needs at least one target")
         self.route = route
@@ -97,6 +101,7 @@ class Chain:
         self.model_from_caller = model_from_caller
         self.scrub = scrub or Scrubber()  # the providers' keys, to keep out of error texts
         self.continue_streams = continue_streams
+        self.request_hooks: list[RequestHook] = list(request_hooks)
 
     async def complete(
         self,
@@ -166,33 +171,35 @@ class Chain:
         request, masker = self._masked(request)
         run = self._new_run(request, request_id, policy, masker)
         restore = masker if self.pii is not None and self.pii.restore else None
-        targets, gate = await self._arranged()
-        overflowed: int | None = None  # a context window the request is known to overflow
-        for depth, target in enumerate(targets):
-            admitted = await self._admitted(run, gate, target, overflowed)
-            if admitted is None:
-                continue
-            tries = 1 + (policy.primary_retries if depth == 0 else 0)
-            for done in range(1, tries + 1):
-                try:
-                    if streaming:
-                        events = self._events(run, gate, targets, depth, admitted, restore)
-                        async with aclosing(events):
-                            async for event in events:
-                                yield event
-                    else:
-                        yield await self._answer(run, targets, depth, admitted, restore)
-                    return
-                except AttemptError as caught:
-                    retry, step = await self._failed(
-                        run, gate, caught, target, targets[depth + 1 :], retries_left=tries - done
-                    )
-                    if step is Step.FALL_BACK_LARGER_CONTEXT:
-                        overflowed = window_of(target)
-                    if retry is None:
-                        break
-                    admitted = retry
-        await self._unavailable(run, targets)
+        with finishing(self.request_hooks, run):
+            targets, gate = await self._arranged()
+            overflowed: int | None = None  # a context window the request is known to overflow
+            for depth, target in enumerate(targets):
+                admitted = await self._admitted(run, gate, target, overflowed)
+                if admitted is None:
+                    continue
+                tries = 1 + (policy.primary_retries if depth == 0 else 0)
+                for done in range(1, tries + 1):
+                    try:
+                        if streaming:
+                            events = self._events(run, gate, targets, depth, admitted, restore)
+                            async with aclosing(events):
+                                async for event in events:
+                                    yield event
+                        else:
+                            yield await self._answer(run, targets, depth, admitted, restore)
+                        return
+                    except AttemptError as caught:
+                        later, left = targets[depth + 1 :], tries - done
+                        retry, step = await self._failed(
+                            run, gate, caught, target, later, retries_left=left
+                        )
+                        if step is Step.FALL_BACK_LARGER_CONTEXT:
+                            overflowed = window_of(target)
+                        if retry is None:
+                            break
+                        admitted = retry
+            await self._unavailable(run, targets)
 
     def _policy_for(self, budget_s: float | None, primary_retries: int | None) -> Policy:
         """The route's policy, with a caller's shorter budget or fewer primary retries."""

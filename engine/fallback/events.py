@@ -1,21 +1,39 @@
 """What the chain tells an operator at once, beyond the attempt records: a credential failure,
-or a request that failed with every provider unavailable.
+or a request that failed with every provider unavailable; and, to request hooks, how each
+request ended (`RequestDone`: the OpenTelemetry export's request span, engine.telemetry.otel).
 
-Hooks are the alerting side's (engine.alerts); a hook that raises never fails the request.
+Hooks are the alerting side's (engine.alerts) and the telemetry's; a hook that raises never
+fails the request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from engine.core.errors import AllProvidersUnavailable, AttemptError
+from engine.core.attempt import Attempt
+from engine.core.errors import AllProvidersUnavailable, AttemptError, RequestFailed
 
-__all__ = ["ChainEvent", "EventHook", "all_unavailable", "announce", "credential_failure"]
+if TYPE_CHECKING:
+    from engine.fallback.run import RequestRun
+
+__all__ = [
+    "ChainEvent",
+    "EventHook",
+    "RequestDone",
+    "RequestHook",
+    "all_unavailable",
+    "announce",
+    "credential_failure",
+    "finishing",
+    "request_error",
+]
 
 log = logging.getLogger("switchover.chain")
 
@@ -79,3 +97,74 @@ async def announce(hooks: Sequence[EventHook], event: ChainEvent) -> None:
                 await done
         except Exception:
             log.exception("event hook %r failed; the request goes on", hook)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestDone:
+    """One request through the chain, ended: when it began (the clock's wall time), how long it
+    took (the clock's), its attempts (the HTTP calls made, in order) and, unless it was
+    answered, what ended it (`request_error`). Never the prompt, never a key."""
+
+    route: str
+    request_id: str
+    streamed: bool
+    started_at: datetime
+    duration_s: float
+    attempts: tuple[Attempt, ...]
+    error_type: str | None
+
+
+# Called on the request's task once it ended; it must not block (an append, as the recorder's).
+RequestHook = Callable[[RequestDone], None]
+
+
+def request_error(attempts: Sequence[Attempt], exc: BaseException | None) -> str | None:
+    """None when the caller was answered; else the failure's class: the request's own fault
+    (`RequestFailed`'s class), "all_unavailable", a committed stream's in-band error, or
+    "cancelled" when the caller went away."""
+    last = attempts[-1] if attempts else None
+    if last is not None and last.served and last.outcome == "success":
+        return None
+    if isinstance(exc, RequestFailed):
+        return exc.error.error_class
+    if isinstance(exc, AllProvidersUnavailable):
+        return "all_unavailable"
+    if isinstance(exc, GeneratorExit | asyncio.CancelledError) or (
+        last is not None and last.outcome == "cancelled"
+    ):
+        return "cancelled"
+    if last is not None and last.error_class:  # a committed stream that failed in-band
+        return last.error_class
+    return type(exc).__name__ if exc is not None else "_OTHER"
+
+
+@contextmanager
+def finishing(hooks: Sequence[RequestHook], run: RequestRun) -> Iterator[None]:
+    """Around one request's loop: tell `hooks` how it ended, however it ends (an answer, a
+    raise, a caller that stopped reading). Nothing at all without hooks."""
+    if not hooks:
+        yield
+        return
+    started, wall = run.clock.now(), run.clock.wall()
+    error: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        attempts = tuple(run.attempts)
+        done = RequestDone(
+            run.route,
+            run.request_id,
+            run.request.stream,
+            wall,
+            run.clock.now() - started,
+            attempts,
+            request_error(attempts, error),
+        )
+        for hook in hooks:
+            try:
+                hook(done)
+            except Exception:
+                log.exception("request hook %r failed; the request goes on", hook)

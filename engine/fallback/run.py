@@ -320,6 +320,7 @@ class RequestRun:
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
             feature=self.request.feature,
+            key_label=self.request.key_label,
             provider_request_id=provider_request_id,
             tokens_estimated=tokens_estimated,
             pii_masked=self.pii_masked,

@@ -7,7 +7,9 @@
     GET  /healthz  /readyz  /metrics
 
 One request, one concern per step: the face (by path) → method → gateway key → content type
-→ body size → `dialect.parse` → `Switchover.chain(model)` → the chain → `dialect.encode`.
+→ body size → `dialect.parse` → `Switchover.chain(model)` → a hard-capped budget that is
+spent refuses (`engine.gateway.budget_guard`) → the chain → `dialect.encode`. The gateway key's
+label, when it has one, goes on the request as `key_label`.
 Every error goes out in the caller's dialect, as JSON, with the request id header
 (`engine.gateway.replies`); bad input is always a 4xx. Statuses for failed chains come from
 `engine.gateway.errors.failure_for`.
@@ -26,8 +28,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -43,6 +45,7 @@ from engine.core.messages import StreamStart
 from engine.core.pricing import Pricer
 from engine.fallback.chain import Chain
 from engine.gateway.admin import admin_routes
+from engine.gateway.budget_guard import BudgetGuard
 from engine.gateway.dialects.anthropic import ANTHROPIC
 from engine.gateway.dialects.base import BadRequest, Dialect, Parsed, dumps
 from engine.gateway.dialects.openai import OPENAI
@@ -52,6 +55,7 @@ from engine.gateway.httputil import (
     caller_budget_s,
     header_safe,
     key_accepted,
+    matched_key,
     read_body,
     route_headers,
     unless_disconnected,
@@ -76,6 +80,9 @@ _JSON_TYPES = ("application/json",)
 @dataclass(frozen=True)
 class GatewaySettings:
     keys: frozenset[str] = frozenset()  # empty: no auth (loopback development only)
+    # key → label, for the keys given as `label:secret` (engine.gateway.server.key_labels):
+    # the label goes on the request and its every attempt as `key_label`; never the key.
+    labels: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     admin_keys: frozenset[str] = frozenset()  # for /admin/* (engine.gateway.admin)
 
@@ -129,6 +136,7 @@ class Gateway:
         self.replies = Replies(sw, self.metrics)
         self.started = int(time.time())
         sw.add_hook(self.metrics.on_attempt)
+        self.budgets = BudgetGuard.for_gateway(sw)  # None: no budget has a hard cap
 
     # --- the two faces -----------------------------------------------------------------
 
@@ -152,7 +160,8 @@ class Gateway:
 
     async def _answer(self, request: Request, call: Call) -> Response:
         face = call.dialect.name
-        if not key_accepted(request.headers, self.settings.keys):
+        key = matched_key(request.headers, self.settings.keys)
+        if key is None and self.settings.keys:
             return self.replies.fail(call, unauthorized(face))
         media = request.headers.get("content-type", "application/json").split(";")[0].strip()
         if media.lower() not in _JSON_TYPES:
@@ -179,6 +188,9 @@ class Gateway:
             )
         except ValueError as exc:  # a neutral type refusing a value the dialect let through
             return self.replies.fail(call, local(face, 400, str(exc)))
+        if key is not None and key in self.settings.labels:
+            labelled = parsed.request.replace(key_label=self.settings.labels[key])
+            parsed = replace(parsed, request=labelled)
         try:
             chain = self.sw.chain(parsed.model)
         except ConfigError as exc:
@@ -187,6 +199,8 @@ class Gateway:
             )
             return self.replies.fail(call, failure)
         call.route, call.stream = chain.route, parsed.request.stream
+        if self.budgets and (spent := await self.budgets.check(chain.route, parsed.request)):
+            return self.replies.fail(call, spent.failure(face, self.sw.clock.wall()))
         if call.stream:
             return await self._stream(request, call, chain, parsed)
         return await self._complete(request, call, chain, parsed)

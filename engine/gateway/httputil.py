@@ -119,17 +119,25 @@ def header_safe(value: str) -> str:
 def key_accepted(headers: Headers, keys: Collection[str]) -> bool:
     """A gateway key in `x-api-key` (Anthropic SDK) or `Authorization: Bearer` (OpenAI SDK);
     any caller when no keys are configured."""
-    if not keys:
-        return True
+    return not keys or matched_key(headers, keys) is not None
+
+
+def matched_key(headers: Headers, keys: Collection[str]) -> str | None:
+    """Which of `keys` the caller presented (in `x-api-key` or `Authorization: Bearer`); None
+    when none, or no key at all. Every key compared, each in constant time: no early exit that
+    times which one matched."""
     presented = headers.get("x-api-key") or ""
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if not presented and scheme.lower() == "bearer":
         presented = token.strip()
     if not presented:
-        return False
+        return None
     given = presented.encode()
-    # Every key compared, each in constant time: no early exit that times which one matched.
-    return sum(hmac.compare_digest(given, k.encode()) for k in keys) > 0
+    found = None
+    for key in keys:
+        if hmac.compare_digest(given, key.encode()):
+            found = key
+    return found
 
 
 # The official SDKs say how long they will wait for the head (600 s by default); past it they

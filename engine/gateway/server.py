@@ -7,7 +7,10 @@ environment, and the app is built by a factory from it:
     SWITCHOVER_DATA_DIR        runtime folder; attempts spool to its spool/ (engine.core.paths), or
                                go to PostgreSQL when the config's [state] postgres_url is set
     SWITCHOVER_GATEWAY_KEYS    comma-separated keys callers must present (x-api-key or
-                               Authorization: Bearer); none: any caller, loopback only
+                               Authorization: Bearer); none: any caller, loopback only. An
+                               entry `label:secret` labels its key (attempts record the
+                               label, [[budgets]] key = "label" caps it); a bare `secret` has
+                               no label (so a key holding ':' needs a label)
     SWITCHOVER_MAX_BODY_MB     request body limit (default 32)
     PROMETHEUS_MULTIPROC_DIR   set by `serve` when workers > 1 (see observability.py)
 
@@ -29,6 +32,7 @@ import functools
 import ipaddress
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -50,6 +54,7 @@ log = logging.getLogger("switchover.gateway")
 CONFIG_ENV = "SWITCHOVER_CONFIG"
 KEYS_ENV = "SWITCHOVER_GATEWAY_KEYS"
 MAX_BODY_ENV = "SWITCHOVER_MAX_BODY_MB"
+KEY_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # as a budget's name
 APP_FACTORY = "engine.gateway.server:app_from_env"
 
 GRACEFUL_SHUTDOWN_S = 30  # requests in flight at a stop get this long to finish
@@ -62,8 +67,33 @@ MAX_BACKLOG = 2048  # uvicorn's default
 def gateway_keys(
     environ: Mapping[str, str] | None = None, variable: str = KEYS_ENV
 ) -> frozenset[str]:
+    """The keys callers present: the secrets of SWITCHOVER_GATEWAY_KEYS (labels taken off), or
+    the bare keys of another `variable` (the admin keys)."""
+    if variable == KEYS_ENV:
+        return frozenset(key_labels(environ))
     environ = os.environ if environ is None else environ
     return frozenset(k.strip() for k in environ.get(variable, "").split(",") if k.strip())
+
+
+def key_labels(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """SWITCHOVER_GATEWAY_KEYS as secret → label (None: a bare key). Split at the first ':';
+    several keys may share a label (a key being rotated), a key may not have two. Errors name
+    the entry by its place, never by its text: it holds a secret."""
+    environ = os.environ if environ is None else environ
+    entries = [e.strip() for e in environ.get(KEYS_ENV, "").split(",") if e.strip()]
+    keys: dict[str, str | None] = {}
+    for place, entry in enumerate(entries, start=1):
+        named, colon, rest = entry.partition(":")
+        if colon and (not KEY_LABEL.fullmatch(named.strip()) or not rest.strip()):
+            raise ConfigError(
+                f"{KEYS_ENV}: entry {place} is not label:secret (a label is letters, digits, "
+                "'.', '_' or '-'; the secret is not empty)"
+            )
+        label, secret = (named.strip(), rest.strip()) if colon else (None, entry)
+        if keys.get(secret, label) != label:
+            raise ConfigError(f"{KEYS_ENV}: entry {place} gives a key a second label")
+        keys[secret] = label
+    return keys
 
 
 def is_loopback(host: str) -> bool:
@@ -93,8 +123,10 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> GatewaySettin
         raise ConfigError(f"{MAX_BODY_ENV}: not a number: {raw!r}") from None
     if limit <= 0:
         raise ConfigError(f"{MAX_BODY_ENV}: must be positive")
+    labelled = key_labels(environ)
     return GatewaySettings(
-        keys=gateway_keys(environ),
+        keys=frozenset(labelled),
+        labels={key: label for key, label in labelled.items() if label is not None},
         max_body_bytes=limit,
         admin_keys=gateway_keys(environ, ADMIN_KEYS_ENV),
     )

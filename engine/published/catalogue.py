@@ -32,6 +32,7 @@ from engine.telemetry.columns import DUCKDB_COLUMNS
 Column = tuple[str, str]  # (name, DuckDB type)
 
 RECENT_ATTEMPTS = "recent_attempts"
+SLO_STATUS = "slo_status"
 # The rollup snapshots by their time grain (the tables of the same names, engine.store.rollups).
 ROLLUPS = {"minute": "rollup_minute", "hour": "rollup_hour", "day": "rollup_day"}
 # The traffic profile's quantiles: each DOUBLE[] of traffic_sizes and target_latency holds a
@@ -78,7 +79,7 @@ _ROLLUP = _columns("""
     input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT, cache_write_tokens BIGINT,
     cost_usd DECIMAL(18,9), unpriced_attempts BIGINT, wasted_usd DECIMAL(18,9),
     fallback_premium_usd DECIMAL(18,9), cache_loss_usd DECIMAL(18,9), rewarm_usd DECIMAL(18,9),
-    quality_errors BIGINT, drill_fallbacks BIGINT
+    quality_errors BIGINT, drill_fallbacks BIGINT, drill_failures BIGINT
 """)
 _ROLLUP_GRAIN = ("bucket", "route", "provider", "model", "target", "feature")
 
@@ -138,7 +139,7 @@ _SHAPES = (
         ("silence_id",),
         _columns("""
         silence_id VARCHAR, rule VARCHAR, subject VARCHAR, starts_at TIMESTAMPTZ,
-        ends_at TIMESTAMPTZ, reason VARCHAR, created_at TIMESTAMPTZ
+        ends_at TIMESTAMPTZ, reason VARCHAR, created_at TIMESTAMPTZ, created_by VARCHAR
     """),
     ),
     # Every incident, per target and fault family (`scope` "target"; rows from before families
@@ -226,6 +227,22 @@ _SHAPES = (
         _columns("""
         hour TIMESTAMPTZ, target VARCHAR, answers BIGINT, latency_ms DOUBLE[], streams BIGINT,
         ttft_ms DOUBLE[]
+    """),
+    ),
+    # Per [[slo]], as of the cycle (engine.store.error_budget): this week's error budget (the
+    # report's week, drills aside: `counted`, `failed`; `budget_left` a share, below 0 when
+    # overspent; `failures_left` at this traffic until the week's end) and the burn rate and
+    # counted requests over each window of the burn-rate table (NULL: none counted).
+    Shape(
+        SLO_STATUS,
+        ("slo",),
+        _columns("""
+        slo VARCHAR, route VARCHAR, target DOUBLE, as_of TIMESTAMPTZ, week_start TIMESTAMPTZ,
+        week_end TIMESTAMPTZ, counted BIGINT, failed BIGINT, drill_failed BIGINT,
+        budget_left DOUBLE, failures_left BIGINT,
+        burn_5m DOUBLE, burn_30m DOUBLE, burn_1h DOUBLE, burn_6h DOUBLE, burn_3d DOUBLE,
+        counted_5m BIGINT, counted_30m BIGINT, counted_1h BIGINT, counted_6h BIGINT,
+        counted_3d BIGINT
     """),
     ),
     # Per incident, minute and its target, REPLAY_MARGIN either side: the target's calls and

@@ -314,5 +314,7 @@ QUERIES: dict[str, Query] = {
         ("drills",),
         {"since": None, "until": None, "route": None},
     ),
+    # Each [[slo]]'s week and burn rates as of the last cycle (engine.store.error_budget).
+    "slo_status": Query("SELECT * FROM slo_status ORDER BY slo", ("slo_status",), {}),
     **PROFILE_QUERIES,  # what the what-if reads (engine.published.profile_queries)
 }

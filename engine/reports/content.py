@@ -10,6 +10,9 @@ from decimal import Decimal
 
 import pandas as pd
 
+from engine.core.error_budget import COLUMNS as BUDGET_COLUMNS
+from engine.core.error_budget import Counts
+
 AVAILABILITY_TARGET = 0.999
 NANO = Decimal("1e-9")  # the scale of the DECIMAL(18,9) money columns
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -27,19 +30,25 @@ class RouteWeek:
     abandoned: int
     unavailable: int  # every provider failed or was skipped, or the budget ran out
     broken: int  # streams that failed after their first content event
-    drill_failed: int  # requests of the route that failed in its drills (their reports)
+    drill_failed: int  # of the failed, those that failed while a drill held a target down
     cost_usd: Decimal
+
+    @property
+    def counts(self) -> Counts:
+        """The week's figures as the error budget counts them (engine.store.error_budget: the
+        burn-rate alerts and the Live page count the same way)."""
+        return Counts(**{name: getattr(self, name) for name in BUDGET_COLUMNS})
 
     @property
     def counted(self) -> int:
         """The requests availability counts: request faults and abandoned requests aside."""
-        return self.requests - self.request_faults - self.abandoned
+        return self.counts.counted
 
     @property
     def failed(self) -> int:
         """Requests no target answered: unavailable, or a stream that broke (with the answered
         ones, the counted: tests/reports/test_report_invariants.py)."""
-        return self.unavailable + self.broken
+        return self.counts.failed
 
     @property
     def availability(self) -> float | None:
@@ -49,12 +58,12 @@ class RouteWeek:
     @property
     def scored(self) -> float | None:
         """Availability with the failures a drill caused aside: what the target is met by."""
-        counted = self.counted - self.drill_failed
-        return self.answered / counted if counted > 0 else None
+        share = self.counts.failure_share()
+        return None if share is None else 1 - share
 
     def burned(self, target: float) -> float | None:
         """The share of the error budget (1 − target) the failures drills did not cause used."""
-        return None if self.scored is None else (1 - self.scored) / (1 - target)
+        return self.counts.burn_rate(target)
 
     @property
     def fallback_rate(self) -> float | None:
@@ -120,6 +129,12 @@ class WeekReport:
     primaries: dict[str, str]  # route → its primary target
     summary: list[str] = field(default_factory=list)  # "what changed" (engine.reports.summary)
     headline: Headline | None = None  # for a manager (engine.reports.headline)
+    # route → its [[slo]] target, as the scheduler publishes them (slo_status); a route
+    # without one is measured against `target`, [reports] availability_target.
+    targets: dict[str, float] = field(default_factory=dict)
+
+    def target_of(self, route: str) -> float:
+        return self.targets.get(route, self.target)
 
     @property
     def unavailable(self) -> int:

@@ -16,6 +16,7 @@ from decimal import Decimal
 
 import pandas as pd
 
+from engine.config.slo import target_text
 from engine.core.fault_families import describe
 from engine.core.money import format_change, format_usd
 from engine.reports.content import Headline, RouteWeek, WeekReport
@@ -81,18 +82,22 @@ def _availability(report: WeekReport) -> str:
     routes = [r for r in report.routes if r.scored is not None]
     if not routes:
         return "No request was counted in the week: nothing to measure availability on."
-    target = report.target
-    ordered = sorted(routes, key=lambda r: (r.scored >= target, r.scored, r.route))
-    return (
-        f"Availability against the {target:.1%} target: "
-        + "; ".join(_route_availability(r, target) for r in ordered)
-        + "."
-    )
+    targets = {r.route: report.target_of(r.route) for r in routes}
+    ordered = sorted(routes, key=lambda r: (r.scored >= targets[r.route], r.scored, r.route))
+    if len(set(targets.values())) == 1:
+        lead = f"Availability against the {next(iter(targets.values())):.1%} target: "
+        said = [_route_availability(r, targets[r.route]) for r in ordered]
+    else:  # [[slo]] targets that differ: each route says its own
+        lead = "Availability against each route's target: "
+        said = [_route_availability(r, targets[r.route], own=True) for r in ordered]
+    return lead + "; ".join(said) + "."
 
 
-def _route_availability(route: RouteWeek, target: float) -> str:
+def _route_availability(route: RouteWeek, target: float, own: bool = False) -> str:
     scored = route.scored or 0.0
     text = f"{route.route} {pct(scored)} ({'met' if scored >= target else 'missed'}"
+    if own:
+        text += f" its {target_text(target)} target"
     if scored < target:
         text += f", {route.burned(target):.0%} of its error budget burned"
     text += ")"

@@ -56,7 +56,7 @@ def _when(value: Any, raw: bool) -> str:
 def tables(report: WeekReport, *, raw: bool = False) -> Tables:
     """Every table of the report: file stem → (title, frame)."""
     found: Tables = {
-        "availability": (f"Availability (target {report.target:.1%}, drills aside)",
+        "availability": (f"Availability ({_targets_said(report)}, drills aside)",
                          _availability(report, raw)),
         "money": ("Spend and what fallbacks cost", _money(report, raw)),
     }  # fmt: skip
@@ -99,11 +99,14 @@ def _availability(report: WeekReport, raw: bool) -> pd.DataFrame:
     total = _all_routes(report)
     costs[total.route] = whole
     rows = []
+    own = _own_targets(report)
     for r in [*routes, total]:
         scored = r.scored
+        target = report.target_of(r.route)
         rows.append(
             {
                 "route": r.route,
+                **({"target": _share(target, raw, 2)} if own else {}),
                 "requests": r.requests,
                 "answered": r.answered,
                 "failed": r.failed,
@@ -114,13 +117,24 @@ def _availability(report: WeekReport, raw: bool) -> pd.DataFrame:
                 "drills aside": _share(scored, raw),
                 "target met": MISSING
                 if scored is None
-                else ("met" if scored >= report.target else "missed"),
-                "error budget burned": _share(r.burned(report.target), raw, 0),
+                else ("met" if scored >= target else "missed"),
+                "error budget burned": _share(r.burned(target), raw, 0),
                 "answered by a backup": r.by_fallback,
                 "cost": raw_usd(r.cost_usd) if raw else costs[r.route],
             }
         )
     return pd.DataFrame(rows)
+
+
+def _own_targets(report: WeekReport) -> bool:
+    """Whether an [[slo]] gives some route a target other than the report's."""
+    return any(report.target_of(r.route) != report.target for r in report.routes)
+
+
+def _targets_said(report: WeekReport) -> str:
+    if _own_targets(report):
+        return f"each route's [[slo]] target, else {report.target:.1%}"
+    return f"target {report.target:.1%}"
 
 
 def _all_routes(report: WeekReport) -> RouteWeek:

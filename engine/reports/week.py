@@ -20,6 +20,7 @@ from decimal import Decimal
 
 import pandas as pd
 
+from engine.core.error_budget import COLUMNS as BUDGET_COLUMNS
 from engine.core.money import price_difference
 from engine.published.catalogue import RECENT_ATTEMPTS
 from engine.published.publish import read_manifest
@@ -85,7 +86,7 @@ def build_week(
     drills = data.query("drills", since=start, until=end)
     drills = drills[drills["started_at"] >= start]  # one begun the week before belongs to it
     drills = drills.sort_values(["started_at", "drill_id"]).reset_index(drop=True)
-    routes = [_route(name, rows, drills) for name, rows in hours.groupby("route")]
+    routes = [_route(name, rows) for name, rows in hours.groupby("route")]
     premium, cache_loss = money(hours, "fallback_premium_usd"), money(hours, "cache_loss_usd")
     alerts = events.fired(data.query("alerts", since=start), start, end)
     incidents = events.overlapping(data.query("incidents", since=start, until=end), start)
@@ -117,6 +118,7 @@ def build_week(
         drills=drills,
         evals=_latest_scores(data.query("eval_scores", since=start, until=end)),
         primaries=_primaries(data.query("route_primaries")),
+        targets=_slo_targets(data.query("slo_status")),
     )
     report.summary = summarise(report)
     report.headline = headline(report)
@@ -133,7 +135,8 @@ def money(frame: pd.DataFrame, column: str) -> Decimal:
 
 
 def _int(frame: pd.DataFrame, column: str) -> int:
-    return int(frame[column].fillna(0).sum()) if len(frame) else 0
+    """The column's sum; 0 for a column hours published before it existed do not have."""
+    return int(frame[column].fillna(0).sum()) if len(frame) and column in frame else 0
 
 
 def _data_begins(data: PublishedData, since: datetime, rows: pd.DataFrame) -> datetime:
@@ -147,20 +150,20 @@ def _data_begins(data: PublishedData, since: datetime, rows: pd.DataFrame) -> da
     return rows["bucket"].min().to_pydatetime()
 
 
-def _route(name: str, rows: pd.DataFrame, drills: pd.DataFrame) -> RouteWeek:
-    mine = drills[drills["route"] == name] if len(drills) else drills
+def _route(name: str, rows: pd.DataFrame) -> RouteWeek:
+    """The route's week: the error budget's columns (engine.store.error_budget, the same sums
+    the burn-rate alerts make of the minutes; a drill's failures are the rollups' too, by the
+    minute they happened in), its fallbacks and its cost."""
     return RouteWeek(
         route=name,
-        requests=_int(rows, "requests"),
-        answered=_int(rows, "answered"),
         by_fallback=_int(rows, "answered_by_fallback"),
-        request_faults=_int(rows, "request_faults"),
-        abandoned=_int(rows, "abandoned"),
-        unavailable=_int(rows, "unavailable"),
-        broken=_int(rows, "broken_streams"),
-        drill_failed=_int(mine, "failed") if len(mine) else 0,
         cost_usd=money(rows, "cost_usd"),
+        **{figure: _int(rows, column) for figure, column in BUDGET_COLUMNS.items()},
     )
+
+
+def _slo_targets(status: pd.DataFrame) -> dict[str, float]:
+    return {row.route: float(row.target) for row in status.itertuples()}
 
 
 def _costs(week: pd.DataFrame, before: pd.DataFrame, dimension: str) -> list[CostLine]:

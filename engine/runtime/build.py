@@ -10,6 +10,7 @@ breakers, the clock and the hooks.
     build_providers     one adapter per provider, each with one pooled HTTP client
     build_pricer        genai-prices, with the config's price overrides and price providers
     build_recorder      the spool writer (and the PostgreSQL sink), when a process records
+    build_otel          the OpenTelemetry export, when [telemetry] or OTEL_* asks for it
     build_breakers      in Redis, in the data folder's SQLite file, or in this process's memory
     build_switches      operator switches and drills: in Redis, or the data folder's control file
     build_chain         a route's chain with every option it sets, over what `ChainParts` shares
@@ -21,6 +22,8 @@ what they need of it is handed to them from here.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +39,7 @@ from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.core.scrub import Scrubber
 from engine.fallback.chain import Chain, EventHook
+from engine.fallback.events import RequestHook
 from engine.fallback.order import TargetOrder
 from engine.fallback.policy import Policy
 from engine.fallback.run import AttemptHook
@@ -55,6 +59,8 @@ from engine.state.switches import Switches
 from engine.state.switches_file import TargetSwitches
 from engine.telemetry.breaker_events import event_for_change
 from engine.telemetry.recorder import AttemptSink, Recorder
+
+log = logging.getLogger("switchover.runtime")
 
 # --- providers, prices, secrets ------------------------------------------------------------
 
@@ -152,6 +158,35 @@ def _attempt_sink(config: Config) -> AttemptSink | None:
     return PostgresSink(config.state.postgres_url)
 
 
+def build_otel(
+    config: Config, clock: Clock, environ: Mapping[str, str] | None = None
+) -> Any | None:
+    """The OpenTelemetry exporter (engine.telemetry.otel.OtelExporter, a request hook) when
+    `[telemetry]` or the standard `OTEL_*` variables ask for one; None otherwise, on a virtual
+    clock (the simulator's requests are not this deployment's), and, after one warning, when
+    the SDK is not installed: its absence never fails a start."""
+    export = config.telemetry.export(os.environ if environ is None else environ)
+    if export is None or not isinstance(clock, SystemClock):
+        return None
+    try:
+        from engine.telemetry.otel import otlp_exporter
+    except ImportError as exc:
+        log.warning(
+            "OpenTelemetry export is configured but its SDK is missing (%s): running without "
+            "it; install the extra: pip install 'switchover[otel]'",
+            exc,
+        )
+        return None
+    return otlp_exporter(
+        traces_url=export.traces_url,
+        metrics_url=export.metrics_url,
+        service_name=export.service_name,
+        headers=export.headers,
+        timeout_s=export.timeout_s,
+        pricer=build_pricer(config),
+    )
+
+
 def breaker_changes(recorder: Recorder, clock: Clock) -> OnChange:
     """A breaker store's `on_change` that hands each transition to `recorder`, with `clock`'s
     times (the breakers' own times are the clock's monotonic ones)."""
@@ -242,6 +277,7 @@ class ChainParts:
     scores: HealthScores | None = None  # health scores, for routes with adaptive_order
     switches: Switches | None = None  # operator switches and drills, where they are kept
     rng: random.Random | None = None  # retries' jitter (seeded by the simulator)
+    request_hooks: list[RequestHook] = field(default_factory=list)  # each finished request
 
 
 def build_target(parts: ChainParts, target: TargetConfig) -> Target:
@@ -317,5 +353,6 @@ def chain_of(
         event_hooks=parts.event_hooks,
         scrub=parts.scrub,
         rng=parts.rng,
+        request_hooks=parts.request_hooks,
         **options,
     )

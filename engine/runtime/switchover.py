@@ -29,6 +29,7 @@ from engine.core.errors import ConfigError
 from engine.core.messages import Message, Request, Response, StreamEvent
 from engine.core.paths import DataPaths
 from engine.fallback.chain import Chain, EventHook
+from engine.fallback.events import RequestHook
 from engine.fallback.run import AttemptHook
 from engine.providers.base import Provider
 from engine.runtime.build import (
@@ -36,6 +37,7 @@ from engine.runtime.build import (
     build_breakers,
     build_chain,
     build_health_scores,
+    build_otel,
     build_providers,
     build_recorder,
     build_scrubber,
@@ -66,6 +68,7 @@ class Switchover:
         record_to: DataPaths | None = None,
         providers: Mapping[str, Provider] | None = None,
         rng: random.Random | None = None,
+        request_hooks: Iterable[RequestHook] = (),
     ) -> None:
         """`record_to`: spool every attempt (priced) under that data folder, for the
         scheduler to ingest (into PostgreSQL instead when `[state] postgres_url` is set); None
@@ -105,6 +108,7 @@ class Switchover:
             scores=self.scores,
             switches=self.switches,
             rng=rng,
+            request_hooks=self._request_observers(request_hooks, environ),
         )
         self._chains: dict[str, Chain] = {
             name: build_chain(self._parts, route) for name, route in config.routes.items()
@@ -119,6 +123,16 @@ class Switchover:
         if self.scores is not None:
             observers.append(self.scores.observe)
         return [*observers, self.health.observe]
+
+    def _request_observers(
+        self, given: Iterable[RequestHook], environ: Mapping[str, str] | None
+    ) -> list[RequestHook]:
+        """The hooks told how each request ended (engine.fallback.events.RequestDone): the
+        caller's, then the OpenTelemetry export's (`self.otel`), when `[telemetry]` or the
+        standard `OTEL_*` variables turn it on (engine.runtime.build.build_otel)."""
+        self.otel = build_otel(self.config, self.clock, environ)
+        self.request_hooks: list[RequestHook] = [*given, *([self.otel] if self.otel else [])]
+        return self.request_hooks
 
     @classmethod
     def from_file(cls, path: str | Path = "switchover.toml", **kwargs: Any) -> Switchover:
@@ -202,6 +216,8 @@ class Switchover:
             await close()
         if self.recorder is not None:
             self.recorder.close()
+        if self.otel is not None:  # off the loop: a flush to a slow collector blocks
+            await asyncio.to_thread(self.otel.shutdown)
 
     async def __aenter__(self) -> Switchover:
         return self

@@ -30,11 +30,13 @@ from engine.config.alerting import AlertingConfig
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.published import partitions
+from engine.published.budgets import write_budgets
 from engine.published.scheduler_status import write_status
 from engine.scheduler import snapshots
 from engine.scheduler.snapshots import RECENT_ATTEMPTS_HOURS
 from engine.store import retention
 from engine.store.breaker_events import ingest_events
+from engine.store.budgets import budgets_snapshot
 from engine.store.db import open_store
 from engine.store.drill_reports import report_drills
 from engine.store.eval_drill_inbox import take_in
@@ -137,6 +139,7 @@ class Pipeline:
                 oldest = pulled.oldest
             if not pulled.more:
                 break
+        self._budgets(started)  # right after ingest: the hard cap reads what it covers
         # Drills first: the rollups tell a drill's fallbacks from a provider's trouble.
         readiness_changed = self._readiness(started)
         since = started - MINUTE_LOOKBACK
@@ -198,6 +201,18 @@ class Pipeline:
             log.info("reading the spool %s again", self.paths.spool)
         self._spool_error = None
         return files, rows, oldest, events
+
+    def _budgets(self, now: datetime) -> None:
+        """`published/budgets.json` (engine.store.budgets). Its failure is logged, never raised;
+        the gateway goes on from the last one and its own spool files."""
+        budgets = self.watch.config.budgets
+        if not budgets:
+            return
+        try:
+            snapshot = budgets_snapshot(self.con, self.paths.archive, budgets, now)
+            write_budgets(self.paths.budgets, snapshot)
+        except Exception:
+            log.exception("publishing the budgets failed; tried again next cycle")
 
     def _telemetry(self, now: datetime) -> None:
         """The spool check and the recorders' status files (engine.store.telemetry)."""
@@ -332,8 +347,10 @@ class Pipeline:
             log.warning("cannot prune pulled attempts in PostgreSQL: %s", error)
 
     def publish(self, now: datetime) -> None:
-        """The cycle's snapshots, as of `now` (engine.scheduler.snapshots)."""
-        snapshots.publish(self.con, self.paths.published, now)
+        """The cycle's snapshots, as of `now` (engine.scheduler.snapshots), with the error
+        budgets of the [[slo]] objectives whose burn-rate rules the alerting pass runs."""
+        slos = dict.fromkeys(r.slo for r in self.watch.config.rules if r.slo is not None)
+        snapshots.publish(self.con, self.paths.published, now, tuple(slos))
 
     def _prices(self, provider: str, provider_kind: str, model: str) -> Any:
         return self.pricer.unit_prices(provider_kind, model, self.now(), provider=provider)

@@ -10,14 +10,17 @@ slide, and the dashboard shows their age), except the 24 h of attempts, appended
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
 
+from engine.config.slo import Slo
 from engine.published import partitions
 from engine.published import publish as publishing
 from engine.published.catalogue import select
+from engine.store import error_budget
 from engine.store.failure_classes import SNAPSHOT as FAILURE_CLASSES
 
 # The 24 h of attempts (recent_attempts): its window, for the parts and their compaction.
@@ -43,10 +46,13 @@ SOURCES: dict[str, str] = {
 }
 
 
-def publish(con: duckdb.DuckDBPyConnection, published_dir: Path, now: datetime) -> None:
+def publish(
+    con: duckdb.DuckDBPyConnection, published_dir: Path, now: datetime, slos: Sequence[Slo] = ()
+) -> None:
     """The attempts ingested since the last cycle as a new part, then every snapshot of
-    SOURCES, as of `now`."""
+    SOURCES, as of `now`, and the error budgets of the [[slo]] objectives `slos`."""
     partitions.append(con, published_dir, now, hours=RECENT_ATTEMPTS_HOURS)
     for name, sql in SOURCES.items():
         params = {"now": now} if "$now" in sql else None
         publishing.publish(con, published_dir, name, select(name, sql), params)
+    error_budget.publish_status(con, published_dir, slos, now)

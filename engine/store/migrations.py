@@ -252,6 +252,38 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        15,
+        "the label of the gateway key a request came in with (budgets per key)",
+        # Nullable: unlabelled keys, library calls, and rows from before say none.
+        "ALTER TABLE attempts ADD COLUMN key_label VARCHAR",
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        16,
+        "who asked for a silence (a dashboard user, the CLI)",
+        # Nullable: silences from before, and control files written before, say nobody.
+        "ALTER TABLE alert_silences ADD COLUMN created_by VARCHAR",
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        17,
+        "the requests that failed during a fault drill, in the rollups (what an error budget "
+        "sets aside)",
+        # Nullable: buckets refreshed before it read as none (sums coalesce them to 0).
+        """
+        ALTER TABLE rollup_minute ADD COLUMN drill_failures BIGINT;
+        ALTER TABLE rollup_hour ADD COLUMN drill_failures BIGINT;
+        ALTER TABLE rollup_day ADD COLUMN drill_failures BIGINT;
+        """,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 

@@ -24,7 +24,7 @@ WITH win AS (
       AND started_at < $hi::TIMESTAMPTZ + INTERVAL 5 MINUTE
 ),
 req AS (  -- one row a request, at the attempt that decided it
-    SELECT
+    SELECT request_id,
         time_bucket(INTERVAL 1 MINUTE, min(started_at)) AS bucket,
         arg_max(route, served::INT * 100000 + attempt_number) AS route,
         arg_max(provider, served::INT * 100000 + attempt_number) AS provider,
@@ -54,6 +54,12 @@ req_rollup AS (
         count(*) FILTER (by_fallback AND EXISTS (
             SELECT 1 FROM drills d WHERE d.route = req.route AND req.first_at >= d.started_at
                 AND req.first_at < coalesce(d.ended_at, d.ends_at))) AS drill_fallbacks,
+        -- failed (unavailable or broken) while a drill held the route's target down, as its
+        -- report counts them: what an error budget sets aside (engine.store.error_budget)
+        count(*) FILTER (NOT answered AND (broken OR NOT (request_fault OR abandoned))
+            AND EXISTS (SELECT 1 FROM drills d WHERE d.route = req.route
+                AND (req.request_id = d.aborted_by_request OR (req.first_at >= d.started_at
+                    AND req.first_at < coalesce(d.ended_at, d.ends_at))))) AS drill_failures,
         count(*) FILTER (request_fault) AS request_faults,
         count(*) FILTER (broken AND NOT answered) AS broken_streams,
         count(*) FILTER (abandoned AND NOT answered AND NOT broken) AS abandoned,
@@ -146,6 +152,7 @@ SELECT bucket, route, provider, model, target, feat AS feature,
     sum(requests)::BIGINT AS requests, sum(answered)::BIGINT AS answered,
     sum(answered_by_fallback)::BIGINT AS answered_by_fallback,
     sum(drill_fallbacks)::BIGINT AS drill_fallbacks,
+    sum(drill_failures)::BIGINT AS drill_failures,
     sum(request_faults)::BIGINT AS request_faults, sum(unavailable)::BIGINT AS unavailable,
     sum(broken_streams)::BIGINT AS broken_streams, sum(abandoned)::BIGINT AS abandoned,
     sum(attempts)::BIGINT AS attempts, sum(failed_attempts)::BIGINT AS failed_attempts,
@@ -216,7 +223,7 @@ _ADDITIVE = (
     *("requests", "answered", "answered_by_fallback", "request_faults", "unavailable"),
     *("broken_streams", "abandoned", "attempts", "failed_attempts", "request_fault_attempts"),
     *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults", "quality_errors"),
-    "drill_fallbacks",
+    *("drill_fallbacks", "drill_failures"),
     *("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
     *("cost_usd", "unpriced_attempts", "wasted_usd", "fallback_premium_usd", "cache_loss_usd"),
     "rewarm_usd",

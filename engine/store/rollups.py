@@ -84,9 +84,11 @@ ROLLUP_COLUMNS = """
     cost_usd DECIMAL(18,9), unpriced_attempts BIGINT, wasted_usd DECIMAL(18,9),
     fallback_premium_usd DECIMAL(18,9), cache_loss_usd DECIMAL(18,9), rewarm_usd DECIMAL(18,9)
 """
-# The tables as they are now: migration 5 added quality_errors and drill_fallbacks.
+# The tables as they are now: migration 5 added quality_errors and drill_fallbacks, migration
+# 17 drill_failures.
 CURRENT_ROLLUP_COLUMNS = (
-    ROLLUP_COLUMNS.rstrip() + ", quality_errors BIGINT, drill_fallbacks BIGINT\n"
+    ROLLUP_COLUMNS.rstrip()
+    + ", quality_errors BIGINT, drill_fallbacks BIGINT, drill_failures BIGINT\n"
 )
 HELPER_TABLES = """
 CREATE TABLE route_primaries (route VARCHAR PRIMARY KEY, target VARCHAR, provider_kind VARCHAR,

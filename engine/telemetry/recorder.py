@@ -89,6 +89,8 @@ class AttemptSink(Protocol):
 
 
 class Recorder:
+    last_spooled: str | None = None  # the spool file of the attempts told to `on_priced` now
+
     def __init__(
         self,
         spool_dir: Path,
@@ -307,7 +309,7 @@ class Recorder:
         if self.sink is not None:
             self.sink.write(table)
         else:
-            write_spool_file(self.spool_dir, table, durable=self.fsync)
+            self.last_spooled = write_spool_file(self.spool_dir, table, durable=self.fsync).stem
         self._tell(priced)  # once the attempts are written: a retried batch is told once
         self._written += table.num_rows
         self._files += 1
@@ -327,10 +329,9 @@ class Recorder:
         return table
 
     def on_priced(self, listener: Callable[[Attempt, Decimal | None], None]) -> None:
-        """Call `listener(attempt, cost)` on the recorder's thread once each attempt is written
-        with its price (None when its model has no known price, or the recorder has no
-        pricer): the one pricing of an attempt, off the request path, for a cost metric, say.
-        It must be quick and thread-safe; what it raises is logged and costs the spool nothing."""
+        """Call `listener(attempt, cost)` on the recorder's thread once each attempt is written,
+        with its price (None: no known price, or no pricer), the one pricing of an attempt, off
+        the request path. Quick and thread-safe; what it raises is logged, costs nothing."""
         self._priced.append(listener)
 
     def _price(self, attempt: Attempt) -> tuple[Decimal | None, str | None]:

@@ -8,8 +8,11 @@ import pytest
 
 from engine import config
 from engine.config import alerting as rules
+from engine.config import budgets as config_budgets
 from engine.config import gateway, prices, prompts, providers, reports, state, store
 from engine.config import routes as config_routes
+from engine.config import slo as config_slo
+from engine.config import telemetry as config_telemetry
 from engine.fallback.policy import POLICY_KEYS
 
 REFERENCE = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
@@ -25,10 +28,13 @@ KEYS = sorted(
         *gateway._GATEWAY_KEYS,
         *reports._REPORTS_KEYS,
         *store._STORE_KEYS,
+        *config_telemetry._TELEMETRY_KEYS,
         *rules._RULE_KEYS,
         *rules._RECEIVER_KEYS,
         *rules._ALERTING_KEYS,
         *rules.KINDS,
+        *config_slo._SLO_KEYS,
+        *config_budgets._BUDGET_KEYS,
     }
 )
 

@@ -20,6 +20,7 @@ import uvicorn
 
 from engine.config import GatewayConfig, parse_config
 from engine.core.attempt import Attempt
+from engine.core.clock import Clock
 from engine.core.paths import DataPaths
 from engine.gateway.app import GatewaySettings, create_app
 from engine.gateway.server import descriptor_limit, uvicorn_options
@@ -162,7 +163,8 @@ def fake() -> Iterator[FakeProviders]:
 @pytest.fixture
 def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
     """`gateway(routes, keys=..., max_body_mb=..., gateway={...})` starts a gateway for this
-    test; further keywords are tables of switchover.toml."""
+    test (`key_labels`: labelled keys; `clock`: the engine's clock); further keywords are
+    tables of switchover.toml."""
     fake.reset()
     running: list[Gateway] = []
 
@@ -173,6 +175,8 @@ def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
         max_body_mb: float = 32,
         admin_keys: Sequence[str] = (),
         record_to: DataPaths | None = None,
+        key_labels: Mapping[str, str] | None = None,  # key → label, as `label:key` gives it
+        clock: Clock | None = None,
         **sections: Mapping[str, Any],
     ) -> Gateway:
         attempts: list[Attempt] = []
@@ -181,9 +185,11 @@ def gateway(fake: FakeProviders) -> Iterator[GatewayFactory]:
             environ=PROVIDER_KEYS,
             hooks=[attempts.append],
             record_to=record_to,
+            clock=clock,
         )
         settings = GatewaySettings(
-            keys=frozenset(keys),
+            keys=frozenset(keys) | frozenset(key_labels or {}),
+            labels=dict(key_labels or {}),
             max_body_bytes=int(max_body_mb * 1024 * 1024),
             admin_keys=frozenset(admin_keys),
         )

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from engine.core.attempt import Attempt
-from engine.store.eval_drill_tables import READINESS_TABLES
+from engine.store.eval_drill_tables import DRILL_ABORT_COLUMNS, READINESS_TABLES
 from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
 from engine.telemetry.columns import DUCKDB_COLUMNS, to_row, to_table
 
@@ -99,6 +99,10 @@ def price(a: Attempt) -> Decimal:
     )
 
 
+# The drills table as migrations leave it (the rollups read who aborted a drill).
+DRILL_ABORT_DDL = ", ".join(f"{name} {kind}" for name, kind in DRILL_ABORT_COLUMNS.items())
+
+
 @pytest.fixture
 def con():
     con = duckdb.connect()
@@ -106,7 +110,7 @@ def con():
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table} ({CURRENT_ROLLUP_COLUMNS})")
     con.execute(CURRENT_HELPER_TABLES)
-    con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']})")
+    con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']}, {DRILL_ABORT_DDL})")
     con.register("fixture", to_table([to_row(a, price(a), "test") for a in ATTEMPTS]))
     con.execute("INSERT INTO attempts SELECT * FROM fixture")
     refresh(con, "minute", T0 - timedelta(hours=1), T0 + 3 * 60 * S, _lookup)

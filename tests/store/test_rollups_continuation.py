@@ -16,7 +16,17 @@ from engine.store.eval_drill_tables import READINESS_TABLES
 from engine.store.rollups import CURRENT_HELPER_TABLES, CURRENT_ROLLUP_COLUMNS, TABLES, refresh
 from engine.telemetry.columns import DUCKDB_COLUMNS, to_row, to_table
 
-from .test_rollups import BACKUP, PRIMARY, T0, S, _lookup, attempt, failed, price
+from .test_rollups import (
+    BACKUP,
+    DRILL_ABORT_DDL,
+    PRIMARY,
+    T0,
+    S,
+    _lookup,
+    attempt,
+    failed,
+    price,
+)
 
 
 def cut(request: str, at: timedelta) -> Attempt:
@@ -47,7 +57,7 @@ def store(attempts: list[Attempt]) -> duckdb.DuckDBPyConnection:
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table} ({CURRENT_ROLLUP_COLUMNS})")
     con.execute(CURRENT_HELPER_TABLES)
-    con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']})")
+    con.execute(f"CREATE TABLE drills ({READINESS_TABLES['drills']}, {DRILL_ABORT_DDL})")
     add(con, attempts)
     return con
 

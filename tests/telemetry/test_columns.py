@@ -26,7 +26,8 @@ def attempt(**fields: object) -> Attempt:
         error_type="overloaded_error", error_code=None, error_message="Overloaded",
         retry_after_s=1.5, breaker_state="closed", served=False, fallback_depth=1,
         input_tokens=100, output_tokens=20, cache_read_tokens=5, cache_write_tokens=7,
-        tokens_estimated=True, feature="chat", pii_masked=3, provider_request_id="p-1",
+        tokens_estimated=True, feature="chat", key_label="team-a", pii_masked=3,
+        provider_request_id="p-1",
         prompt_version="v2", quality_error=None, unreadable_events=1, continues_attempt=1,
         continued_chars=12,
     )  # fmt: skip
