@@ -58,7 +58,7 @@ def test_built_in_rules_can_be_turned_off():
          "give either url or url_env"),
         ({"alerting": {"receivers": [{"name": "r", "url": "ftp://x"}]}}, "must be an http(s)"),
         ({"alerting": {"receivers": [{"name": "r", "url": "http://x", "kind": "teams"}]}},
-         "must be slack or json"),
+         "must be one of slack, json, pagerduty, alertmanager"),
         ({"alerting": {"colour": "red"}}, "alerting.colour: unknown key"),
         ({"alerting": {"incident_settle": "soon"}}, "alerting.incident_settle: must be"),
         ({"alerting": {"incident_settle": 0}}, "alerting.incident_settle: must be"),
