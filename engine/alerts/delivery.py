@@ -1,4 +1,5 @@
-"""Webhook delivery: payloads, a sender thread, and the outbox that drives it.
+"""Webhook delivery: a sender thread, and the outbox that drives it (the bodies:
+engine.alerts.payloads).
 
     lifecycle ──INSERT──► alert_notifications (pending) ──Outbox.dispatch──► Sender thread
          ▲                                                                     │ POST, timeout
@@ -9,14 +10,18 @@ sender's own thread, so a receiver that hangs for its whole timeout delays nothi
 notifications. Results come back through a queue and are written on the next pass. A failed
 delivery (timeout, connection refused, any non-2xx) is retried after BACKOFF_S, up to the
 receiver's `max_attempts`, then marked failed with the last error: the dashboard lists it.
-Delivery is at least once: a receiver may see a retry of something it already got, so every
-payload carries the notification's id. A webhook URL is a secret: it is read from the
-environment when sending and never stored, logged or shown (errors name the receiver).
+A 400 from PagerDuty fails at once: it says the event will never be taken as sent, and
+PagerDuty's retry guide says not to repeat it. A firing alert is posted again to an
+Alertmanager's API every RESEND_S while it fires (such a re-send is not a delivery: it
+changes no row, and one that fails is tried again RESEND_S later). Delivery is at least
+once: a receiver may see a retry of something it already got, so every payload carries the
+notification's id (PagerDuty's `dedup_key`, Alertmanager's labels). A webhook URL is a
+secret: it is read from the environment when sending and never stored, logged or shown
+(errors name the receiver); so is a PagerDuty routing key, added to the body in `_post`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -24,79 +29,22 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import Any
 
 import duckdb
 import httpx
 
 from engine.alerts import oncall_payloads
-from engine.config.alerting import UNITS, Receiver
-from engine.core.money import format_usd
+from engine.alerts.payloads import resends
+from engine.config.alerting import Receiver
 
 log = logging.getLogger("switchover.alerts")
 
 BACKOFF_S = (10, 30, 60, 120, 300, 600)  # after the 1st, 2nd... failed delivery
-
-
-# --- payloads ----------------------------------------------------------------------------
-
-
-def payload(kind: str, event: str, alert: Mapping[str, Any]) -> str:
-    """The body sent to a receiver of `kind` ("slack" or "json") for `event`."""
-    body = _slack(event, alert) if kind == "slack" else _generic(event, alert)
-    return json.dumps(body, default=_jsonable)
-
-
-def body_for(receiver: Receiver, event: str, alert: Mapping[str, Any]) -> str:
-    """What `receiver` is sent for `event`, as stored in the outbox: never a secret (a
-    PagerDuty routing key is added on the way out, `_post`)."""
-    if receiver.kind == "pagerduty":
-        return json.dumps(oncall_payloads.pagerduty(event, alert), default=_jsonable)
-    if receiver.kind == "alertmanager":
-        body = oncall_payloads.alertmanager(event, alert, receiver.format, receiver.name)
-        return json.dumps(body, default=_jsonable)
-    return payload(receiver.kind, event, alert)
-
-
-def _generic(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "source": "switchover",
-        "event": event,  # firing, resolved or test
-        "alert": {**alert, "unit": UNITS.get(alert.get("kind", ""), "")},
-    }
-
-
-_ICONS = {("firing", "critical"): ":red_circle:", ("firing", "warning"): ":large_orange_circle:"}
-
-
-def _slack(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
-    """Slack's incoming-webhook body: `text` (the notification line and the fallback) and a
-    section block in mrkdwn."""
-    icon = _ICONS.get((event, alert.get("severity", "")), ":large_green_circle:")
-    state = {"firing": "FIRING", "resolved": "RESOLVED"}.get(event, event.upper())
-    head = f"{icon} *{state}* [{alert.get('severity')}] {alert.get('rule')}: {alert.get('subject')}"
-    lines = [head, str(alert.get("summary", ""))]
-    if alert.get("cost_usd") is not None:
-        lines.append(f"Cost so far: {format_usd(alert['cost_usd'])}")
-    if event == "resolved" and alert.get("fired_at") and alert.get("resolved_at"):
-        lines.append(f"Lasted {_duration(alert['resolved_at'] - alert['fired_at'])}")
-    text = "\n".join(lines)
-    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
-
-
-def _duration(delta: timedelta) -> str:
-    minutes = int(delta.total_seconds() // 60)
-    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    raise TypeError(f"not JSON: {type(value).__name__}")
+# Alertmanager's clients re-send what still fires "every 30 s to 3 min", well inside its
+# default resolve_timeout (5 min) after which an alert it has not heard of again resolves.
+RESEND_S = 60.0
+_RESEND = "resend:"  # the job id of a re-send: the notification's id after it
+_EVERY = timedelta(seconds=RESEND_S)
 
 
 # --- sending -------------------------------------------------------------------------------
@@ -115,6 +63,7 @@ class Result:
     ok: bool
     http_status: int | None
     error: str | None
+    retry: bool = True  # False: failed for good, whatever attempts are left
 
 
 def post(receiver: Receiver, body: str, environ: Mapping[str, str] | None = None) -> Result:
@@ -141,9 +90,15 @@ def _post(
     except httpx.HTTPError as error:
         # The exception's text may contain the URL (a secret): keep its type only.
         return Result(notification_id, False, None, f"{type(error).__name__} ({receiver.name})")
-    if 200 <= response.status_code < 300:
-        return Result(notification_id, True, response.status_code, None)
-    return Result(notification_id, False, response.status_code, f"HTTP {response.status_code}")
+    status = response.status_code
+    if 200 <= status < 300:
+        return Result(notification_id, True, status, None)
+    if status == 400 and receiver.kind == "pagerduty":
+        return Result(notification_id, False, status, _PD_REFUSED, retry=False)
+    return Result(notification_id, False, status, f"HTTP {status}")
+
+
+_PD_REFUSED = "HTTP 400: PagerDuty refused the event as invalid (not retried)"
 
 
 class Sender:
@@ -214,6 +169,13 @@ _FAILED = """
     WHERE notification_id = $id
 """
 _ATTEMPTS = "SELECT attempts, receiver FROM alert_notifications WHERE notification_id = $id"
+_STILL_FIRING = """
+    SELECT n.notification_id, n.receiver, n.payload, n.delivered_at
+    FROM alert_notifications n JOIN alerts a ON a.alert_id = n.alert_id
+    WHERE n.event = 'firing' AND n.status = 'delivered' AND a.state = 'firing'
+        AND list_contains($receivers, n.receiver)
+    ORDER BY n.created_at, n.notification_id
+"""
 
 
 class Outbox:
@@ -230,6 +192,7 @@ class Outbox:
         self._sender = sender
         self._sender_factory = sender_factory
         self._in_flight: set[str] = set()
+        self._resent: dict[str, datetime] = {}  # notification id → when it was last posted
 
     @property
     def sender(self) -> Sender:
@@ -239,10 +202,14 @@ class Outbox:
 
     def dispatch(self, con: duckdb.DuckDBPyConnection, now: datetime) -> int:
         """Record the results that came back, then hand every due notification to the
-        sender; the number handed over."""
+        sender, and what must be posted again (`_resend`); the number of notifications
+        handed over."""
         if self._sender is not None:
             for result in self._sender.results():
-                self._record(con, result, now)
+                if result.notification_id.startswith(_RESEND):
+                    self._resent_result(result)
+                else:
+                    self._record(con, result, now)
         sent = 0
         for notification_id, receiver_name, body in con.execute(_DUE, {"now": now}).fetchall():
             if notification_id in self._in_flight:
@@ -254,7 +221,29 @@ class Outbox:
             self._in_flight.add(notification_id)
             self.sender.submit(Job(notification_id, receiver, body))
             sent += 1
+        self._resend(con, now)
         return sent
+
+    def _resend(self, con: duckdb.DuckDBPyConnection, now: datetime) -> None:
+        """Post each delivered "firing" of an alert that still fires again, to the receivers
+        that need it (engine.alerts.payloads.resends), once every RESEND_S."""
+        names = [name for name, receiver in self.receivers.items() if resends(receiver)]
+        if not names:
+            return
+        rows = con.execute(_STILL_FIRING, {"receivers": names}).fetchall()
+        self._resent = {nid: self._resent.get(nid, at) for nid, _, _, at in rows}
+        for notification_id, receiver_name, body, _ in rows:
+            job_id = _RESEND + notification_id
+            if job_id in self._in_flight or now - self._resent[notification_id] < _EVERY:
+                continue
+            self._resent[notification_id] = now
+            self._in_flight.add(job_id)
+            self.sender.submit(Job(job_id, self.receivers[receiver_name], body))
+
+    def _resent_result(self, result: Result) -> None:
+        self._in_flight.discard(result.notification_id)
+        if not result.ok:
+            log.warning("alert %s not re-sent: %s", result.notification_id, result.error)
 
     def close(self, timeout: float = 10.0) -> None:
         if self._sender is not None:
@@ -273,6 +262,7 @@ class Outbox:
             return
         failures, receiver = row[0] + 1, self.receivers.get(row[1])
         limit = max_attempts or (receiver.max_attempts if receiver else 1)
+        limit = limit if result.retry else failures
         retry_at = now + timedelta(seconds=BACKOFF_S[min(failures, len(BACKOFF_S)) - 1])
         con.execute(
             _FAILED,

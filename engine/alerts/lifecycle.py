@@ -10,8 +10,9 @@ silenced) but nothing is sent; if it is still firing when the silence ends, its 
 notification goes out then. A fault drill holds nothing back: what it makes fail is real, and
 engine.alerts.drill_marks says so in the summary. Alerts of one rule that fire in one pass with
 the same group (the targets refused with one key) go out as one notification that lists them
-all. Notifications are rows in an outbox (`alert_notifications`) that `delivery.Outbox` sends,
-so a slow or dead receiver never holds up this pass.
+all (one each to a receiver that takes alerts one by one: engine.alerts.payloads).
+Notifications are rows in an outbox (`alert_notifications`) that `delivery.Outbox` sends, so a
+slow or dead receiver never holds up this pass.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import duckdb
 
 from engine.alerts.conditions import Observation
-from engine.alerts.delivery import body_for
+from engine.alerts.payloads import notifications
 from engine.config.alerting import AlertingConfig
 
 log = logging.getLogger("switchover.alerts")
@@ -180,21 +181,22 @@ def _queue(
         names = [d[0] for d in cursor.description]
         rows.append(dict(zip(names, cursor.fetchone(), strict=True)))
     alert = rows[0] if len(rows) == 1 else _together(group, rows)
-    first, event = changes[0].alert_id, changes[0].event
+    event = changes[0].event
     for receiver in config.receivers:
         if not receiver.wants(alert["severity"]):
             continue
-        con.execute(
-            _QUEUE,
-            {
-                "id": f"{first}:{event}:{receiver.name}",
-                "alert_id": first,
-                "event": event,
-                "receiver": receiver.name,
-                "payload": body_for(receiver, event, alert),
-                "now": now,
-            },
-        )
+        for alert_id, body in notifications(receiver, event, alert, rows):
+            con.execute(
+                _QUEUE,
+                {
+                    "id": f"{alert_id}:{event}:{receiver.name}",
+                    "alert_id": alert_id,
+                    "event": event,
+                    "receiver": receiver.name,
+                    "payload": body,
+                    "now": now,
+                },
+            )
 
 
 def _together(group: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

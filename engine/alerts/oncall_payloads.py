@@ -11,19 +11,23 @@
                    to route, group and de-duplicate with the rest of its alerts.
 
 An alert here is the `alerts` row as engine.alerts.lifecycle reads it (rule, kind, severity,
-subject, fired_at, resolved_at, value, threshold, summary, cost_usd, alert_id), with
-`alert_ids`/`subjects` when several fired together as one notification.
+subject, fired_at, resolved_at, value, threshold, summary, cost_usd, alert_id); PagerDuty is
+sent each alert of a group on its own, with `fired_with` (the others' subjects), and a webhook
+lists every member (engine.alerts.payloads says why). `custom_details` are read by people in
+PagerDuty's incident view: figures rounded, money in the one money format, never a None.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.config.alerting import UNITS
+from engine.core.money import format_usd, said_as_change
 
 SOURCE = "switchover"
 SUMMARY_LIMIT = 1024  # PagerDuty truncates a longer summary; cut it here, on a word
@@ -39,17 +43,17 @@ def pagerduty(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
     if event == "resolved":
         return {"event_action": "resolve", "dedup_key": dedup_key}
     severity = "info" if event == "test" else _PD_SEVERITY.get(str(alert.get("severity")), "error")
+    cost = alert.get("cost_usd")
     details = {
         "rule": alert.get("rule"),
-        "value": alert.get("value"),
-        "threshold": alert.get("threshold"),
+        "value": _figure(alert.get("value")),
+        "threshold": _figure(alert.get("threshold")),
         "unit": UNITS.get(str(alert.get("kind", "")), ""),
-        "cost_so_far_usd": alert.get("cost_usd"),
+        "cost_so_far": _cost(cost) if cost is not None else None,
         "alert_id": alert.get("alert_id"),
-        "fired_at": alert.get("fired_at"),
+        "fired_at": _iso(alert["fired_at"]) if alert.get("fired_at") else None,
+        "fired_with": alert.get("fired_with") or None,  # the alerts of its group, by subject
     }
-    if alert.get("alert_ids"):
-        details["alert_ids"] = alert["alert_ids"]
     return {
         "event_action": "trigger",
         "dedup_key": dedup_key,
@@ -101,10 +105,16 @@ def alertmanager_alert(event: str, alert: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def alertmanager(event: str, alert: Mapping[str, Any], fmt: str, receiver: str) -> Any:
-    """Format "api": the list `POST /api/v2/alerts` takes; "webhook": the webhook v4 body."""
-    members = [alert] if not alert.get("subjects") else _members(alert)
-    alerts = [alertmanager_alert(event, member) for member in members]
+def alertmanager(
+    event: str,
+    alert: Mapping[str, Any],
+    fmt: str,
+    receiver: str,
+    members: Sequence[Mapping[str, Any]] = (),
+) -> Any:
+    """Format "api": the list `POST /api/v2/alerts` takes; "webhook": the webhook v4 body.
+    `members`: the alerts `alert` stands for when several fired together (else itself)."""
+    alerts = [alertmanager_alert(event, member) for member in (members or [alert])]
     if fmt == "api":  # a firing alert has no end: Alertmanager keeps it until told, or times out
         keys = ("labels", "annotations", "startsAt", "generatorURL")
         ends = event == "resolved"
@@ -125,17 +135,6 @@ def alertmanager(event: str, alert: Mapping[str, Any], fmt: str, receiver: str) 
     }
 
 
-def _members(alert: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The alerts of a grouped notification, each with its own subject and id."""
-    summaries = str(alert.get("summary", "")).split("\n")
-    ids = list(alert.get("alert_ids") or [])
-    return [
-        {**alert, "subject": subject, "alert_id": ids[i] if i < len(ids) else alert.get("alert_id"),
-         "summary": summaries[i] if i < len(summaries) else alert.get("summary")}
-        for i, subject in enumerate(alert["subjects"])
-    ]  # fmt: skip
-
-
 def _common(maps: list[dict[str, str]]) -> dict[str, str]:
     first = maps[0]
     return {k: v for k, v in first.items() if all(m.get(k) == v for m in maps[1:])}
@@ -145,6 +144,24 @@ def _fingerprint(labels: Mapping[str, str]) -> str:
     """Stable for an alert's labels, like Alertmanager's own (16 hex digits)."""
     text = "\xff".join(f"{k}\xff{labels[k]}" for k in sorted(labels))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cost(value: Any) -> str:
+    """The alert's cost in the one money format; below zero (fallbacks to a cheaper backup)
+    said as a saving."""
+    shown = format_usd(value)
+    return said_as_change(shown) if shown.startswith("-") else shown
+
+
+def _figure(value: Any) -> float | None:
+    """A measured figure to four significant digits, whole numbers kept whole (33.33,
+    0.001235, 31234.0); None when unknown."""
+    if value is None or not math.isfinite(float(value)):
+        return None
+    number = float(value)
+    if number == 0:
+        return 0.0
+    return round(number, max(0, 3 - math.floor(math.log10(abs(number)))))
 
 
 def _iso(value: Any) -> str:

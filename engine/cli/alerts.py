@@ -21,7 +21,8 @@ alerts_app = typer.Typer(
 @alerts_app.command("test")
 def alerts_test(config: ConfigOption = Path("switchover.toml")) -> None:
     """Send a test notification to every receiver in [alerting] and say what each answered."""
-    from engine.alerts.delivery import body_for, post
+    from engine.alerts.delivery import post
+    from engine.alerts.payloads import body_for
     from engine.config import load_config
 
     try:

@@ -8,7 +8,7 @@ import pytest
 from helpers.alert_harness import SlackStandIn, World, config
 from typer.testing import CliRunner
 
-from engine.alerts.delivery import payload
+from engine.alerts.payloads import payload
 from engine.cli.main import app
 
 runner = CliRunner()

@@ -119,8 +119,8 @@ def test_alertmanager_gets_firing_then_resolved_in_its_own_shape(make_world, sta
     world = make_world({"name": "am", "kind": "alertmanager", "url": url, "format": fmt})
     _outage(world)
 
-    assert [r.status for r in am.got] == [200, 200], [r.body for r in am.got]
-    firing, resolved = am.accepted()
+    assert {r.status for r in am.got} == {200}, [r.body for r in am.got]
+    firing, resolved = am.accepted()[0], am.accepted()[-1]  # "api" re-sends while it fires
     [(fired_at, resolved_at)] = world.query("SELECT fired_at, resolved_at FROM alerts")
     if fmt == "webhook":
         assert (firing["status"], resolved["status"]) == ("firing", "resolved")
