@@ -49,6 +49,11 @@ class Budget:
         """How alerts and pages name the scope: "route support", "feature triage", "key team-a"."""
         return f"{self.scope} {self.value}"
 
+    def covers(self, route: str, feature: str | None, key_label: str | None) -> bool:
+        """Whether a request of `route`, with that feature header and gateway key label, is in
+        this budget's scope."""
+        return {"route": route, "feature": feature, "key": key_label}[self.scope] == self.value
+
     def bounds(self, now: datetime) -> tuple[datetime, datetime]:
         return period_bounds(self.period, now)
 

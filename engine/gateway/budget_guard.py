@@ -56,19 +56,12 @@ from engine.core.attempt import Attempt
 from engine.core.clock import Clock
 from engine.core.messages import Request
 from engine.core.money import column_digits, format_usd
-from engine.gateway.budget_files import (
-    Snapshot,
-    SpoolFile,
-    Sums,
-    add,
-    in_scope,
-    read_spool_file,
-    rounded,
-    total,
-)
+from engine.gateway.budget_files import SpoolFile, Sums, add, read_spool_file, total
 from engine.gateway.errors import Failure
+from engine.published.budgets import BudgetsSnapshot
 from engine.runtime.build import build_pricer
 from engine.runtime.switchover import Switchover
+from engine.telemetry.columns import stored_cost
 from engine.telemetry.recorder import AttemptPricer, Recorder
 from engine.telemetry.spool import process_name
 
@@ -76,7 +69,6 @@ __all__ = ["BudgetGuard", "Refusal"]
 
 log = logging.getLogger("switchover.gateway")
 
-SNAPSHOT_NAME = "budgets.json"  # under the published folder (engine.store.budgets writes it)
 LIST_EVERY_S = 1.0  # the spool folder is listed (and the snapshot stat'ed) at most this often
 REFRESH_WAIT_S = 0.25  # a request waits this long at most for a refresh; then the last figures
 Key = tuple[str, int]  # (request id, attempt number)
@@ -134,7 +126,7 @@ class BudgetGuard:
         self._kept: Sums = {}  # attempts of a process that records nowhere: only here
         self._files: dict[str, SpoolFile] = {}
         self._unreadable: set[str] = set()
-        self._snapshot: Snapshot | None = None
+        self._snapshot: BudgetsSnapshot | None = None
         self._snapshot_stamp: tuple[int, int] | None = None
         self._listed_at: float | None = None
         self._refreshing: asyncio.Future[None] | None = None
@@ -155,7 +147,7 @@ class BudgetGuard:
             pricer=pricer if pricer is not None else build_pricer(sw.config),
             clock=sw.clock,
             spool=paths.spool if paths is not None and _spools(recorder) else None,
-            snapshot=paths.published / SNAPSHOT_NAME if paths is not None else None,
+            snapshot=paths.budgets if paths is not None else None,
         )
         sw.add_hook(guard.observe)
         if recorder is not None:
@@ -168,7 +160,7 @@ class BudgetGuard:
     async def check(self, route: str, request: Request) -> Refusal | None:
         """The first spent capped budget of the request's scope, or None (also when the
         guard cannot tell: it fails open, and logs why once)."""
-        capped = [b for b in self.budgets if in_scope(b, route, request.feature, request.key_label)]
+        capped = [b for b in self.budgets if b.covers(route, request.feature, request.key_label)]
         if not capped:
             return None
         try:
@@ -188,10 +180,9 @@ class BudgetGuard:
         name, first, last = budget.name, start.date(), end.date()
         with self._lock:
             snapshot = self._snapshot
-            stored = snapshot.spend.get(name) if snapshot is not None else None
-            spent = stored[1] if stored is not None and stored[0] == start else Decimal(0)
+            spent = snapshot.stored_spend(name, start) if snapshot is not None else Decimal(0)
             for file in self._files.values():
-                if snapshot is None or not snapshot.covers(file):
+                if snapshot is None or not snapshot.covers(file.process, file.seq):
                     spent += total(file.sums, name, first, last)
             for names, day, cost in self._pending.values():
                 if name in names and first <= day < last:
@@ -205,7 +196,7 @@ class BudgetGuard:
         names = self._names(attempt)
         if not names:
             return
-        cost = rounded(self.pricer.price(attempt)[0])
+        cost = stored_cost(self.pricer.price(attempt)[0]) or Decimal(0)
         day = attempt.started_at.astimezone(UTC).date()
         key = (attempt.request_id, attempt.attempt_number)
         with self._lock:
@@ -231,13 +222,14 @@ class BudgetGuard:
                 self._early.add(key)
             if name is None:
                 return  # a sink: the store has it once the scheduler pulls it
-            add(self._files.setdefault(name, SpoolFile.named(name)).sums, names, day, rounded(cost))
+            file = self._files.setdefault(name, SpoolFile.named(name))
+            add(file.sums, names, day, stored_cost(cost) or Decimal(0))
 
     def _names(self, attempt: Attempt) -> tuple[str, ...]:
         return tuple(
             b.name
             for b in self.budgets
-            if in_scope(b, attempt.route, attempt.feature, attempt.key_label)
+            if b.covers(attempt.route, attempt.feature, attempt.key_label)
         )
 
     # --- what others wrote: the snapshot and the spool ---------------------------------
@@ -289,15 +281,16 @@ class BudgetGuard:
             return
         self._snapshot_stamp = stamp
         try:
-            snapshot = Snapshot.parse(json.loads(self.snapshot_path.read_bytes()))
-        except (OSError, ValueError, KeyError, TypeError, ArithmeticError) as error:
+            snapshot = BudgetsSnapshot.parse(json.loads(self.snapshot_path.read_bytes()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as error:
             self._warn(
                 "snapshot", "cannot read %s, the last one stays: %r", self.snapshot_path, error
             )
             return
         with self._lock:
             self._snapshot = snapshot
-            self._files = {n: f for n, f in self._files.items() if not snapshot.covers(f)}
+            covered = {n for n, f in self._files.items() if snapshot.covers(f.process, f.seq)}
+            self._files = {n: f for n, f in self._files.items() if n not in covered}
 
     def _new_files(self) -> list[tuple[str, Path]]:
         """Other processes' spool files not read yet and not in the store's figure."""
@@ -320,7 +313,7 @@ class BudgetGuard:
             file = SpoolFile.named(name)
             if file.process in ("", self.own):
                 continue  # not a spool file's name; or this process's own, counted as written
-            if snapshot is None or not snapshot.covers(file):
+            if snapshot is None or not snapshot.covers(file.process, file.seq):
                 found.append((name, Path(entry.path)))
         return found
 

@@ -153,6 +153,18 @@ class BudgetsSnapshot:
     ingested: Mapping[str, int] = field(default_factory=dict)  # process → highest spool seq
     budgets: tuple[BudgetStatus, ...] = ()
 
+    def covers(self, process: str, seq: int) -> bool:
+        """Whether spool file `seq` of `process` is in the spend figures (ingested)."""
+        return seq <= self.ingested.get(process, -1)
+
+    def stored_spend(self, name: str, period_start: datetime) -> Decimal:
+        """Budget `name`'s spend in the store for the period starting `period_start` ($0 for
+        another period, or a budget the snapshot does not have)."""
+        for status in self.budgets:
+            if status.name == name and status.period_start == period_start:
+                return status.spend_usd
+        return Decimal(0)
+
     def to_json(self) -> str:
         return json.dumps(
             {
@@ -213,8 +225,10 @@ def _status(b: Mapping[str, Any], at: datetime) -> BudgetStatus:
         Decimal(b["amount_usd"]),
         Decimal(b["spend_usd"]),
         bool(b["hard_cap"]),
-        datetime.fromisoformat(b["rate_since"]),
-        Decimal(b["rate_spend_usd"]),
+        # The forecast's window is an addition to the gateway's contract: a snapshot without
+        # it reads as "no rate measured" (no forecast), never as an unreadable one.
+        datetime.fromisoformat(b["rate_since"]) if "rate_since" in b else at,
+        Decimal(b.get("rate_spend_usd", 0)),
         at,
     )
 

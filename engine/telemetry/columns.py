@@ -113,11 +113,16 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(Attempt))
 _VALUES = operator.attrgetter(*_FIELDS)
 
 
+def stored_cost(cost: Decimal | None) -> Decimal | None:
+    """A cost as the spool file and the store hold it: nano-dollars, rounded half-even."""
+    return None if cost is None else cost.quantize(_NANO_DOLLAR, ROUND_HALF_EVEN)
+
+
 def to_row(attempt: Attempt, cost: Decimal | None, price_source: str | None) -> dict[str, Any]:
     """One Attempt as a row of COLUMNS (cost comes from engine.core.pricing, at flush time)."""
     row = dict(zip(_FIELDS, _VALUES(attempt), strict=True))
     row["host"] = HOST
-    row["cost_usd"] = None if cost is None else cost.quantize(_NANO_DOLLAR, ROUND_HALF_EVEN)
+    row["cost_usd"] = stored_cost(cost)
     row["price_source"] = price_source
     return row
 

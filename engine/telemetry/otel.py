@@ -244,16 +244,7 @@ class _Instruments:
         )
 
     def measure(self, attempt: Attempt) -> None:
-        base = {
-            n.OPERATION_NAME: n.OPERATION,
-            n.PROVIDER_NAME: attempt.provider_kind,
-            n.REQUEST_MODEL: attempt.model,
-            n.ROUTE: attempt.route,
-        }
-        if attempt.outcome == "success":
-            base[n.RESPONSE_MODEL] = attempt.model
-        else:
-            base[n.ERROR_TYPE] = _error_type(attempt)
+        base = {**operation_attributes(attempt), n.ROUTE: attempt.route}
         self.duration.record(attempt.latency_ms / 1000, base)
         if attempt.streamed and attempt.ttft_ms is not None:
             self.first_chunk.record(attempt.ttft_ms / 1000, base)
@@ -266,13 +257,26 @@ class _Instruments:
 # --- attributes (pure) ---------------------------------------------------------------------
 
 
+def operation_attributes(attempt: Attempt) -> dict[str, Any]:
+    """What identifies one GenAI client operation, on its span and its metrics alike: the
+    operation, provider and model, and the model that answered or the error type."""
+    attributes: dict[str, Any] = {
+        n.OPERATION_NAME: n.OPERATION,
+        n.PROVIDER_NAME: attempt.provider_kind,
+        n.REQUEST_MODEL: attempt.model,
+    }
+    if attempt.outcome == "success":
+        attributes[n.RESPONSE_MODEL] = attempt.model
+    else:
+        attributes[n.ERROR_TYPE] = _error_type(attempt)
+    return attributes
+
+
 def attempt_attributes(attempt: Attempt, cost: Decimal | None) -> dict[str, Any]:
     """An attempt span's attributes: names, counts, times and classes, never text or keys."""
     a = attempt
     attributes: dict[str, Any] = {
-        n.OPERATION_NAME: n.OPERATION,
-        n.PROVIDER_NAME: a.provider_kind,
-        n.REQUEST_MODEL: a.model,
+        **operation_attributes(a),
         n.REQUEST_STREAM: a.streamed,
         **_usage(a),
         n.ROUTE: a.route,
@@ -284,10 +288,6 @@ def attempt_attributes(attempt: Attempt, cost: Decimal | None) -> dict[str, Any]
         n.REQUEST_ID: a.request_id,
         n.SERVED: a.served,
     }
-    if a.outcome == "success":
-        attributes[n.RESPONSE_MODEL] = a.model
-    else:
-        attributes[n.ERROR_TYPE] = _error_type(a)
     if a.http_status is not None:
         attributes[n.HTTP_STATUS] = a.http_status
     if a.provider_request_id:
