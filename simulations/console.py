@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import time
 from collections import deque
@@ -29,6 +30,7 @@ from typing import Any
 import httpx
 import pandas as pd
 
+from engine.core.files import atomic_write
 from engine.published.read import PublishedData
 from simulations.demo_client import Outcome
 
@@ -67,10 +69,38 @@ class Changes:
     (half-open is still open: it is not closed until its probe succeeds), an alert fired or
     resolved, an incident started or ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: Path | None = None) -> None:
+        """`state`: a file that keeps what was said, so that a restarted console says only
+        what changed since (a firing alert or an ongoing incident is not news twice)."""
+        self.state = state
         self._open: set[str] = set()  # targets whose breaker is open or half-open
         self._alerts: dict[tuple[Any, ...], bool] = {}  # → resolved
         self._incidents: dict[tuple[Any, ...], bool] = {}  # → ended
+        self._load()
+
+    def _load(self) -> None:
+        if self.state is None:
+            return
+        try:
+            saved = json.loads(self.state.read_text())
+            self._open = set(saved["open"])
+            self._alerts = {tuple(key): bool(done) for *key, done in saved["alerts"]}
+            self._incidents = {tuple(key): bool(done) for *key, done in saved["incidents"]}
+        except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: start over
+            return
+
+    def save(self) -> None:
+        """Keep what was said (the console calls it after each change it says)."""
+        if self.state is None:
+            return
+        body = {
+            "open": sorted(self._open),
+            "alerts": [[*key, done] for key, done in self._alerts.items()],
+            "incidents": [[*key, done] for key, done in self._incidents.items()],
+        }
+        with contextlib.suppress(OSError):  # a console that cannot keep notes still speaks
+            self.state.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.state, json.dumps(body), durable=False)
 
     def breakers(self, status: Mapping[str, Any]) -> list[str]:
         """From a `/v1/status` document."""
@@ -93,6 +123,7 @@ class Changes:
     def alerts(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
         """From rows of the published `alerts` (rule, subject, state, fired_at, summary)."""
         lines = []
+        seen: dict[tuple[Any, ...], bool] = {}
         for row in sorted(rows, key=lambda r: str(r.get("fired_at"))):
             key = (row.get("rule"), row.get("subject"), str(row.get("fired_at")))
             resolved = row.get("state") != "firing"
@@ -103,13 +134,15 @@ class Changes:
                 lines.append(f"alert fired: {what}" + (f": {summary}" if summary else ""))
             if resolved and not said:
                 lines.append(f"alert resolved: {what}")
-            self._alerts[key] = resolved
+            seen[key] = resolved
+        self._alerts = seen  # what the snapshots no longer hold is never said again
         return lines
 
     def incidents(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
         """From rows of the published `incidents` (subject, family, started_at, ended_at, and
         requests_affected, answered_by_fallback, failed where present)."""
         lines = []
+        seen: dict[tuple[Any, ...], bool] = {}
         for row in sorted(rows, key=lambda r: str(r.get("started_at"))):
             family = row.get("family")
             key = (row.get("subject"), family, str(row.get("started_at")))
@@ -120,7 +153,8 @@ class Changes:
                 lines.append(f"incident started: {what} at {_clock(row.get('started_at'))}")
             if ended and not said:
                 lines.append(f"incident ended: {what}{_impact(row)}")
-            self._incidents[key] = ended
+            seen[key] = ended
+        self._incidents = seen
         return lines
 
 
@@ -175,10 +209,12 @@ class Console:
         published: Path,
         since: datetime,
         clock: Callable[[], float] = time.monotonic,
+        state: Path | None = None,
     ) -> None:
+        """`state`: where what was said is kept across restarts (`Changes`)."""
         self.say = say
         self.window = Window(window_s)
-        self.changes = Changes()
+        self.changes = Changes(state)
         self.published = PublishedData(published)
         self.since = since  # alerts and incidents that ended before the demo began are history
         self.clock = clock
@@ -221,6 +257,8 @@ class Console:
     def _said(self, lines: list[str]) -> None:
         for line in lines:
             self.say(f"{time.strftime('%H:%M:%S')} {line}")
+        if lines:
+            self.changes.save()
 
 
 async def _status(gateway: httpx.AsyncClient) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from simulations.traffic import Traffic
 
 DEMO_CONFIG = Path(__file__).parents[1] / "data" / "demo.toml"
 DEMO_KEY_ENV = "SWITCHOVER_DEMO_KEY"
+CONSOLE_STATE = "console.json"  # what the console said, so that a restart says only news
 DEMO_MARKER = "DEMO"  # the dashboard labels a data folder holding it as demo data
 CYCLE_S = 900.0
 # (model, first start in s, duration in s, fault): one cycle of the incident plan.
@@ -119,7 +120,13 @@ async def run_demo(
             history = switchover("demo-history", "--data-dir", str(paths.root))
             await processes.start("demo history", history, essential=False)
         say("Ctrl-C stops the demo")
-        console = Console(say, window_s=report_every_s, published=paths.published, since=began)
+        console = Console(
+            say,
+            window_s=report_every_s,
+            published=paths.published,
+            since=began,
+            state=paths.root / "state" / CONSOLE_STATE,
+        )
         async with gateway_client(f"http://127.0.0.1:{gateway_port}") as gateway:
 
             async def traffic() -> None:
@@ -141,6 +148,5 @@ def _demo_folder(paths: DataPaths, fake_port: int) -> Path:
     (paths.root / DEMO_MARKER).write_text(
         "This data folder holds demo data: fake providers and simulated history.\n"
     )
-    config = paths.root / "demo-runtime.toml"
-    config.write_text(demo_text(fake_port))
-    return config
+    paths.demo_config.write_text(demo_text(fake_port))
+    return paths.demo_config

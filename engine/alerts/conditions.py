@@ -226,11 +226,15 @@ def _latency_p99(rule: Rule, ctx: Context) -> list[Observation]:
 
 # A breaker a fault drill holds open is the drill's exercise, not an alert; one that a failed
 # probe reopened after the drill counts from the drill's end (its next event), not its start.
+# Only a breaker held open now counts: one whose hold has run out is probing or about to (the
+# next request is its probe), so a 5-minute account hold never fires a 5-minute alert at the
+# moment it closes.
 _BREAKERS = """
 WITH events AS (SELECT * FROM breaker_events WHERE occurred_at <= $now),
 per_process AS (
     SELECT target, host, process_id,
         arg_max(to_status, (occurred_at, seq)) AS status,
+        arg_max(open_until, (occurred_at, seq)) AS open_until,
         max(occurred_at) FILTER (from_status = 'closed') AS left_closed,
         arg_max(reason, (occurred_at, seq)) FILTER (to_status = 'open') AS reason,
         max(occurred_at) FILTER (to_status = 'open' AND reason = 'drill') AS drill_held,
@@ -252,7 +256,8 @@ alive AS (
 SELECT target, min(opened_at) AS opened_at, count(*) AS processes,
     string_agg(DISTINCT reason, ', ') AS reasons
 FROM opened p
-WHERE status <> 'closed' AND opened_at IS NOT NULL AND coalesce(reason, '') <> 'drill'
+WHERE status = 'open' AND open_until > $now AND opened_at IS NOT NULL
+    AND coalesce(reason, '') <> 'drill'
     AND (last_event >= $alive_since
          OR EXISTS (SELECT 1 FROM alive a WHERE a.host = p.host AND a.process_id = p.process_id))
 GROUP BY target ORDER BY target

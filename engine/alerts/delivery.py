@@ -28,7 +28,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 import httpx
@@ -245,9 +245,25 @@ class Outbox:
         if not result.ok:
             log.warning("alert %s not re-sent: %s", result.notification_id, result.error)
 
-    def close(self, timeout: float = 10.0) -> None:
-        if self._sender is not None:
-            self._sender.close(timeout)
+    def close(
+        self,
+        timeout: float = 10.0,
+        con: duckdb.DuckDBPyConnection | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        """Wait for the deliveries under way and, given the connection, record what became of
+        them: a notification delivered just before a restart is not sent again by the next
+        process (only one cut off mid-post, by a crash, can be)."""
+        if self._sender is None:
+            return
+        self._sender.close(timeout)
+        if con is None:
+            return
+        for result in self._sender.results():
+            if result.notification_id.startswith(_RESEND):
+                self._resent_result(result)
+            else:
+                self._record(con, result, now or datetime.now(UTC))
 
     def _record(
         self, con: duckdb.DuckDBPyConnection, result: Result, now: datetime, max_attempts: int = 0

@@ -4,35 +4,40 @@ An incident is about one target (provider/model) and one fault family (engine.co
 availability, rate limit, account): a Sonnet 529 outage and a Haiku key failure at the same time
 are two incidents, each with its own routes and top error. From the minute rollups:
 
-  - a target's minute is bad for a family when the family's faults are at least `fault_rate`
-    of the target's attempts that minute;
-  - a minute when the routes whose primary is the target still could not get it (answered by a
-    backup, failed, broken mid-stream: at least `fault_rate` of their requests, request faults
-    and abandoned requests aside) is *held* evidence: its breaker, or a rate-limit cool-down,
-    keeps it out, and it only gets a probe every few minutes (an expired key holds it for 5).
-    Held minutes continue the window of the family whose faults came last; they never start one.
-    A minute a fault drill held the target down on a route is no evidence at all;
-  - bad or held minutes less than `settle` after the window's last evidence continue it.
-    Minutes with no traffic at all (no attempt at the target, no request on its routes) do not
-    count towards that, up to QUIET: an outage through a lull stays one incident, two bursts
-    an hour apart are two;
-  - nor does a stretch that does not show the target recovered, up to QUIET: it failed any
-    attempt in the family's way (below `fault_rate` too), or answered fewer in a row than a
-    target still failing at the window's rate would by chance once in a thousand
-    (`answers_to_recover`). At a few requests a minute, a target failing one request in three
-    leaves minutes without a fault, and its outage is one incident, not one per lucky stretch;
-  - a window with fewer than `min_faults` faults and held requests is noise (and continues
-    another for want of recovery only if that one is no noise: two blips are not an incident).
+  - a target's minute is *bad* for a family when the family's faults are at least `fault_rate`
+    of the target's attempts that minute. Bad minutes are the only thing that starts or
+    extends an incident;
+  - an incident ends `settle` after its last fault (the exact time of the last fault of the
+    family in its last bad minute or the minute after it: an outage rarely ends on a minute's
+    edge). It is ongoing until what followed its last bad minute shows the target recovered:
+    `settle` of *informative* minutes (the target took attempts, and none was a bad minute),
+    with so many answers that a target still failing at the incident's rate would give them
+    all by chance less than once in a thousand (`answers_to_recover`: at hundreds of requests
+    a minute any two good minutes; at a few a minute, a lucky one is no recovery, and a
+    target failing one request in three stays one incident). A minute in which the
+    target took no attempt at all tells nothing: its breaker (or a rate-limit cool-down) kept
+    it out, or nobody asked. Such minutes neither end nor extend an incident: a bad minute
+    after them (the breaker's probe failing again) continues it, an answered one ends it at
+    its last fault + `settle`. So a 3-minute outage behind a breaker is 3 to 5 minutes long
+    (`settle` 2 min), whatever the breaker's hold, and a key refused for one minute behind a
+    5-minute account hold is a 3-minute incident, not a 5-minute one (docs/decisions.md);
+  - a stretch of QUIET without any informative minute ends it all the same;
+  - the requests its routes could not send to the target (held: answered by a backup,
+    failed) while it lasts count as evidence beside its faults: a refused key opens the
+    breaker at its first 401, so one fault and the requests held back from it are an
+    incident. A window with fewer than `min_faults` faults and held requests is noise. A
+    minute a fault drill held the target down on a route holds nothing.
 
-A window ends `settle` after its last fault, or at the end of the last minute its routes were
-still kept from the target, whichever is later; until then it is ongoing. The impact and cost of
-each window are computed by engine.alerts.incident_impact. The bad and held minutes are read by
-engine.alerts.incident_evidence, which keeps them between passes.
+An incident keeps its id (target, family, start) from pass to pass. Once it ended SETTLED ago it
+is final: kept as stored, late attempts and restarts included (engine.alerts.incident_evidence
+keeps the minutes between passes). The impact and cost of each window are computed by
+engine.alerts.incident_impact.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -47,17 +52,16 @@ from engine.core.fault_families import BY_NAME, FAMILIES
 from engine.store.retention import refresh_floor
 
 MINUTE = timedelta(minutes=1)
-# A stretch with no traffic to the target this long or longer ends its incident all the same.
+# This long without an informative minute (no attempt at the target at all) ends an incident.
 QUIET = timedelta(minutes=15)
-# Answered attempts of the target, and no fault of the family, between two windows: it
-# recovered in between. At least this many, more after a window that failed a small share
-# (answers_to_recover): the chance that a target still failing answers them all is CHANCE.
+# Answers, and no bad minute, between two windows: the target recovered in between. At least
+# this many, more after a window that failed a small share (answers_to_recover): the chance
+# that a target still failing answers them all is CHANCE.
 RECOVERED_AFTER = 10
 CHANCE = 0.001
 RECOVERY = incident_impact.RECOVERY
 SCOPE = "target"
-# An incident that ended this long ago is settled: later refreshes keep its row as it is
-# (unless late attempts arrived, which recompute everything).
+# An incident that ended this long ago is final: kept as stored, whatever arrives later.
 SETTLED = timedelta(hours=1)
 
 
@@ -74,27 +78,24 @@ class Window:
     provider: str
     family: str
     start: datetime  # the start of its first bad minute
-    last_fault: datetime  # the start of the last minute with the family's faults
-    held_until: datetime  # the end of the last minute its routes were still kept from it
+    last_fault: datetime  # the start of its last bad minute
+    ongoing: bool = True  # fewer than `settle` informative minutes since its last bad minute
     peak: float = 0.0
-    evidence: int = 0  # faults of the family + requests kept from the target
+    evidence: int = 0  # faults of the family + requests held back from the target
 
     @property
     def id(self) -> str:
         return f"{SCOPE}:{self.target}:{self.family}:{self.start:%Y%m%dT%H%MZ}"
 
-    @property
-    def evidence_end(self) -> datetime:
-        return max(self.last_fault + MINUTE, self.held_until)
+    def end(self, last_fault_at: datetime | None, settle: timedelta) -> datetime:
+        """`settle` after its last fault (`last_fault_at`; the end of its last bad minute when
+        those attempts are gone)."""
+        return (last_fault_at or self.last_fault + MINUTE) + settle
 
     def latest_end(self, settle: timedelta) -> datetime:
-        """The end, at the latest (its last fault at the very end of its minute)."""
-        return max(self.last_fault + MINUTE + settle, self.held_until)
-
-    def end(self, last_fault_at: datetime | None, settle: timedelta) -> datetime:
-        """`settle` after its last fault (`last_fault_at`; the end of the last fault's minute
-        when its attempts are gone), or the end of its last held minute."""
-        return max((last_fault_at or self.last_fault + MINUTE) + settle, self.held_until)
+        """The end, at the latest: its last fault at the very end of the minute after its last
+        bad minute."""
+        return self.last_fault + 2 * MINUTE + settle
 
 
 def detect(
@@ -102,157 +103,268 @@ def detect(
     now: datetime,
     policy: IncidentPolicy | None = None,
     evidence: Evidence | None = None,
+    since: datetime | None = None,
 ) -> list[Window]:
-    """Every incident window in the minute rollups, oldest first. `evidence`: what an earlier
-    pass read, brought up to date here (engine.alerts.incident_evidence); read whole without."""
+    """The incident windows in the minute rollups whose first bad minute is at or after
+    `since` (all without), oldest first. `evidence`: what an earlier pass read, brought up to
+    date here (engine.alerts.incident_evidence); read whole without."""
     policy = policy or IncidentPolicy()
     evidence = evidence or Evidence()
     evidence.read(con, policy.fault_rate)
-    windows = [
-        window
+    chains = {
+        (target, family): buckets
         for target, minutes in evidence.bad.items()
-        for window in _windows(
-            target, evidence.provider_of[target], minutes, evidence.held.get(target, {}), policy
-        )
-    ]
-    windows = _across_quiet(con, windows, policy)
+        for family, buckets in _by_family(minutes, since).items()
+    }
+    informative = _informative(con, chains, now, policy)
+    windows: list[Window] = []
+    for (target, family), buckets in chains.items():
+        bad = {bucket: evidence.bad[target][bucket][family] for bucket in buckets}
+        runs = _runs(target, family, bad, informative, policy)
+        for i, run in enumerate(runs):
+            window = Window(
+                target, evidence.provider_of[target], family, run.buckets[0], run.buckets[-1]
+            )
+            for bucket in run.buckets:
+                count, share = bad[bucket]
+                window.evidence += count
+                window.peak = max(window.peak, share)
+            # A run another one follows was ended by what lies between them (`_runs`).
+            last = i == len(runs) - 1
+            window.ongoing = last and _still_ongoing(window, run, informative, now, policy)
+            windows.append(window)
+    _add_held(windows, evidence.held, policy)
     windows = [w for w in windows if w.evidence >= policy.min_faults]
+    _lead_in(con, windows, policy)
     return sorted(windows, key=lambda w: (w.start, w.target, w.family))
 
 
-def _windows(
-    target: str, provider: str, faulted: Minutes, held: Held, policy: IncidentPolicy
-) -> list[Window]:
-    found: list[Window] = []
-    current: dict[str, Window] = {}
-    latest: str | None = None  # the family whose faults came last: why the target is kept out
-    for bucket in sorted(faulted.keys() | held.keys()):
-        for family, (count, share) in faulted.get(bucket, {}).items():
-            window = current.get(family)
-            if window is None or bucket - window.evidence_end >= policy.settle:
-                window = Window(target, provider, family, bucket, bucket, bucket)
-                current[family] = window
-                found.append(window)
-            window.last_fault = bucket
-            window.peak = max(window.peak, share)
-            window.evidence += count
-        if bucket in faulted:
-            latest = max(faulted[bucket], key=lambda f: faulted[bucket][f][0])
-        if bucket in held and latest is not None:
-            window = current[latest]
-            if bucket - window.evidence_end < policy.settle:
-                requests, share = held[bucket]
-                window.held_until = bucket + MINUTE
-                window.peak = max(window.peak, share)
-                window.evidence += requests
-    return found
+def _by_family(minutes: Minutes, since: datetime | None) -> dict[str, list[datetime]]:
+    chains: dict[str, list[datetime]] = defaultdict(list)
+    for bucket in sorted(minutes):
+        if since is None or bucket >= since:
+            for family in minutes[bucket]:
+                chains[family].append(bucket)
+    return chains
 
 
-# The minutes of each gap in which the target had traffic (an attempt, or a request of a route
-# whose primary it is), the attempts it answered and its faults of each family. Gaps are short
-# (under QUIET): expanded into minutes, equality joins.
-def _family_sums(only: str) -> str:
-    return ", ".join(
-        f"coalesce(sum(r.{f.rollup_sum.replace(' + ', ' + r.')}) FILTER ({only}), 0) AS {f.name}"
-        for f in FAMILIES
-    )
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """What a target did in a stretch of minutes between or after bad ones."""
+
+    minutes: int  # informative: with any attempt at the target
+    answered: int
+    attempts: int
+    faults: dict[str, int]  # per family, below the fault rate (no minute of it was bad)
 
 
-def _active_in_gaps() -> str:
-    faults = _family_sums("r.target = m.target")
-    return f"""
-        WITH minutes AS (
-            SELECT id, target,
-                unnest(generate_series(lo, hi - INTERVAL 1 MINUTE, INTERVAL 1 MINUTE)) AS bucket
-            FROM gaps
-        )
-        SELECT m.id, count(DISTINCT m.bucket) AS active,
-            coalesce(sum(r.attempts - r.failed_attempts) FILTER (r.target = m.target), 0)
-                AS answered,
-            {faults}
-        FROM minutes m JOIN rollup_minute r USING (bucket)
-        LEFT JOIN route_primaries p ON p.route = r.route
-        WHERE (r.target = m.target AND r.attempts > 0) OR (p.target = m.target AND r.requests > 0)
-        GROUP BY m.id
-    """
+NOTHING = Stretch(0, 0, 0, {})
+Stretches = dict[tuple[str, datetime, datetime], Stretch]
+_NAMES = tuple(f.name for f in FAMILIES)
 
 
-_ACTIVE_IN_GAPS = _active_in_gaps()
-# The attempts of the window before each gap and its faults of each family: how often it
-# failed, so how long a run of answers shows it recovered.
-_WINDOW_FAULTS = f"""
-    SELECT g.id, sum(r.attempts)::BIGINT AS attempts, {_family_sums("true")}
-    FROM gaps g JOIN rollup_minute r
-        ON r.target = g.target AND r.bucket >= g.w_lo AND r.bucket < g.lo
-    GROUP BY g.id
-"""
-_GAPS = pa.schema([
-    ("id", pa.int64()), ("target", pa.string()), ("w_lo", pa.timestamp("us", tz="UTC")),
-    ("lo", pa.timestamp("us", tz="UTC")), ("hi", pa.timestamp("us", tz="UTC")),
-])  # fmt: skip
+@dataclass(slots=True)
+class _Run:
+    """The bad minutes of one window so far, with its faults and attempts (those of the
+    minutes between its bad ones included): its failure rate."""
+
+    buckets: list[datetime]
+    faults: float
+    attempts: float
+
+    def add(self, bucket: datetime, faults: int, share: float, between: Stretch, family: str):
+        self.buckets.append(bucket)
+        self.faults += faults + between.faults.get(family, 0)
+        self.attempts += faults / share + between.attempts
 
 
-def answers_to_recover(attempts: int, faults: int) -> int:
-    """Answers in a row that show a target recovered from a window in which it failed `faults`
-    of `attempts`: so many that, still failing at that rate, it would answer them all by
-    chance less than once in 1/CHANCE (a target failing one request in three: 18)."""
+def _runs(
+    target: str,
+    family: str,
+    bad: dict[datetime, tuple[int, float]],
+    informative: Stretches,
+    policy: IncidentPolicy,
+) -> list[_Run]:
+    """The bad minutes of one target and family (bucket → faults, share), split where the
+    stretch between two of them shows the target recovered (`_recovered`), or is QUIET long."""
+    buckets = sorted(bad)
+    first = buckets[0]
+    runs = [_Run([first], bad[first][0], bad[first][0] / bad[first][1])]
+    for before, after in pairwise(buckets):
+        gap = after - before - MINUTE
+        between = informative.get((target, before + MINUTE, after), NOTHING)
+        if gap >= QUIET or (gap >= policy.settle and _recovered(between, runs[-1], policy)):
+            runs.append(_Run([], 0.0, 0.0))
+            between = NOTHING
+        runs[-1].add(after, *bad[after], between, family)
+    return runs
+
+
+def _recovered(seen: Stretch, run: _Run, policy: IncidentPolicy) -> bool:
+    """Whether a stretch after `run` shows its target recovered: `settle` of informative
+    minutes, and so many answers that a target still failing at the run's rate would give
+    them all by chance less than once in 1/CHANCE. At hundreds of requests a minute that is
+    any two good minutes; at a few, a lucky minute is no recovery."""
+    if seen.minutes * MINUTE < policy.settle:
+        return False
+    return seen.answered >= answers_to_recover(run.attempts, run.faults)
+
+
+def answers_to_recover(attempts: float, faults: float) -> int:
+    """Answers in a row that show a target recovered from failing `faults` of `attempts`: so
+    many that, still failing at that rate, it would answer them all by chance less than once in
+    1/CHANCE (a target failing one request in three: 18; never fewer than RECOVERED_AFTER)."""
     share = faults / attempts if attempts else 1.0
     if share >= 1:
         return RECOVERED_AFTER
     return max(RECOVERED_AFTER, math.ceil(math.log(CHANCE) / math.log(1 - share)))
 
 
-def _across_quiet(
-    con: duckdb.DuckDBPyConnection, windows: list[Window], policy: IncidentPolicy
-) -> list[Window]:
-    """Merge each window of a target and family into the one before it when what lies between
-    is mostly quiet (fewer than `settle` of its minutes had any traffic) or shows no recovery
-    (too few attempts answered, `answers_to_recover`, or any fault of the family) and one of
-    the two is an incident on its own (`min_faults`): two blips never add up to one."""
-    ordered = sorted(windows, key=lambda w: (w.target, w.family, w.start))
-    pairs = [
-        (i, before, after)
-        for i, (before, after) in enumerate(pairwise(ordered))
-        if (before.target, before.family) == (after.target, after.family)
-        and after.start - before.evidence_end < QUIET
-    ]
-    if not pairs:
-        return windows
-    gaps = [
-        {"id": i, "target": b.target, "w_lo": b.start, "lo": b.evidence_end, "hi": a.start}
-        for i, b, a in pairs
-    ]
-    con.register("gaps", pa.Table.from_pylist(gaps, schema=_GAPS))
+def _still_ongoing(
+    window: Window, run: _Run, informative: Stretches, now: datetime, policy: IncidentPolicy
+) -> bool:
+    after = window.last_fault + MINUTE
+    if now < window.latest_end(policy.settle) - MINUTE:  # its settle time has not passed yet
+        return True
+    if now - after >= QUIET:
+        return False
+    seen = informative.get((window.target, after, _gap_end(after, now)), NOTHING)
+    return not _recovered(seen, run, policy)
+
+
+def _gap_end(after: datetime, now: datetime) -> datetime:
+    """Where the stretch after a window's last bad minute is read up to: the minute now
+    begins (a minute under way counts once it has attempts)."""
+    return min(now.replace(second=0, microsecond=0) + MINUTE, after + QUIET)
+
+
+def _add_held(windows: list[Window], held: dict[str, Held], policy: IncidentPolicy) -> None:
+    """The requests held back from each window's target while it lasted: from its first bad
+    minute to `settle` after its last, for the family whose bad minute came last."""
+    by_target: dict[str, list[Window]] = defaultdict(list)
+    for window in windows:
+        by_target[window.target].append(window)
+    for target, minutes in held.items():
+        mine = by_target.get(target)
+        if not mine:
+            continue
+        first = min(w.start for w in mine)
+        for bucket, (requests, share) in minutes.items():
+            if bucket < first:
+                continue
+            covering = [
+                w for w in mine if w.start <= bucket < w.last_fault + MINUTE + policy.settle
+            ]
+            if covering:
+                window = max(covering, key=lambda w: (w.last_fault, w.family))
+                window.evidence += requests
+                window.peak = max(window.peak, share)
+
+
+# The windows whose target already failed in the family's way in the minute before its first
+# bad minute: an outage rarely begins on a minute's edge, and a breaker that opens at its
+# first failures leaves that minute below the fault rate. A quarter of the rate at least: a
+# stray timeout among a hundred answers is not where an outage began.
+_LEAD_IN = """
+    SELECT w.id FROM firsts w JOIN rollup_minute r
+        ON r.target = w.target AND r.bucket = w.bucket - INTERVAL 1 MINUTE
+    GROUP BY w.id, w.family
+    HAVING CASE w.family {cases} END >= greatest(1, $share * sum(r.attempts))
+"""
+_LEAD_IN_SQL = _LEAD_IN.format(
+    cases=" ".join(
+        f"WHEN '{f.name}' THEN sum(r.{f.rollup_sum.replace(' + ', ' + r.')})" for f in FAMILIES
+    )
+)
+_FIRSTS = pa.schema([
+    ("id", pa.int64()), ("target", pa.string()), ("family", pa.string()),
+    ("bucket", pa.timestamp("us", tz="UTC")),
+])  # fmt: skip
+
+
+def _lead_in(con: duckdb.DuckDBPyConnection, windows: list[Window], policy: IncidentPolicy) -> None:
+    """Begin each window a minute early where its fault did (`_LEAD_IN`)."""
+    if not windows:
+        return
+    table = pa.Table.from_pylist(
+        [{"id": i, "target": w.target, "family": w.family, "bucket": w.start}
+         for i, w in enumerate(windows)],
+        schema=_FIRSTS,
+    )  # fmt: skip
+    con.register("firsts", table)
     try:
-        between = {row[0]: row[1:] for row in con.execute(_ACTIVE_IN_GAPS).fetchall()}
-        failed = {row[0]: row[1:] for row in con.execute(_WINDOW_FAULTS).fetchall()}
+        share = {"share": policy.fault_rate / 4}
+        early = [i for (i,) in con.execute(_LEAD_IN_SQL, share).fetchall()]
     finally:
-        con.unregister("gaps")
-    families = [f.name for f in FAMILIES]
-    none = (0, *(0 for _ in families))
-    quiet, unrecovered = set(), set()
-    for i, before, _ in pairs:
-        family = 1 + families.index(before.family)
-        active, answered, *faults = between.get(i, (0, *none))
-        window = failed.get(i, none)
-        needed = answers_to_recover(window[0], window[family])
-        recovered = answered >= needed and not faults[family - 1]
-        if active * MINUTE < policy.settle:
-            quiet.add(i)
-        elif not recovered:
-            unrecovered.add(i)
-    merged: list[Window] = []
-    for i, window in enumerate(ordered):
-        real = bool(merged) and policy.min_faults <= max(merged[-1].evidence, window.evidence)
-        if i - 1 in quiet or (i - 1 in unrecovered and real):  # continues the one before it
-            into = merged[-1]
-            into.last_fault = max(into.last_fault, window.last_fault)
-            into.held_until = max(into.held_until, window.held_until)
-            into.peak = max(into.peak, window.peak)
-            into.evidence += window.evidence
-        else:
-            merged.append(window)
-    return merged
+        con.unregister("firsts")
+    for i in early:
+        windows[i].start -= MINUTE
+
+
+# The minutes of each stretch in which the target took any attempt: what tells whether it
+# recovered. Stretches are short (under QUIET): expanded into minutes, equality joins.
+_INFORMATIVE = """
+    WITH minutes AS (
+        SELECT id, target,
+            unnest(generate_series(lo, hi - INTERVAL 1 MINUTE, INTERVAL 1 MINUTE)) AS bucket
+        FROM stretches
+    )
+    SELECT m.id, count(DISTINCT m.bucket) AS informative,
+        sum(r.attempts - r.failed_attempts)::BIGINT AS answered, sum(r.attempts)::BIGINT,
+        {family_sums}
+    FROM minutes m JOIN rollup_minute r ON r.bucket = m.bucket AND r.target = m.target
+    WHERE r.attempts > 0
+    GROUP BY m.id
+""".format(
+    family_sums=", ".join(
+        f"sum(r.{f.rollup_sum.replace(' + ', ' + r.')})::BIGINT AS {f.name}" for f in FAMILIES
+    )
+)
+_STRETCHES = pa.schema([
+    ("id", pa.int64()), ("target", pa.string()),
+    ("lo", pa.timestamp("us", tz="UTC")), ("hi", pa.timestamp("us", tz="UTC")),
+])  # fmt: skip
+
+
+def _informative(
+    con: duckdb.DuckDBPyConnection,
+    chains: dict[tuple[str, str], list[datetime]],
+    now: datetime,
+    policy: IncidentPolicy,
+) -> Stretches:
+    """What the target did in every stretch a decision needs: between two bad minutes of a
+    target and family less than QUIET apart (what lies inside a run counts in its failure
+    rate), and after the last bad minute when that was less than QUIET ago."""
+    wanted: set[tuple[str, datetime, datetime]] = set()
+    for (target, _), buckets in chains.items():
+        for before, after in pairwise(buckets):
+            if MINUTE < after - before <= QUIET:
+                wanted.add((target, before + MINUTE, after))
+        last = buckets[-1] + MINUTE
+        if now - last < QUIET:
+            wanted.add((target, last, _gap_end(last, now)))
+    stretches = sorted(s for s in wanted if s[1] < s[2])
+    if not stretches:
+        return {}
+    table = pa.Table.from_pylist(
+        [{"id": i, "target": t, "lo": lo, "hi": hi} for i, (t, lo, hi) in enumerate(stretches)],
+        schema=_STRETCHES,
+    )
+    con.register("stretches", table)
+    try:
+        seen = {
+            i: Stretch(n, answered, attempts, dict(zip(_NAMES, faults, strict=True)))
+            for i, n, answered, attempts, *faults in con.execute(_INFORMATIVE).fetchall()
+        }
+    finally:
+        con.unregister("stretches")
+    return {stretch: seen.get(i, NOTHING) for i, stretch in enumerate(stretches)}
+
+
+_FINAL = """
+    SELECT incident_id, target, family, started_at, ended_at FROM incidents
+    WHERE ended_at IS NOT NULL AND ended_at <= $final
+"""
 
 
 def refresh_incidents(
@@ -260,40 +372,52 @@ def refresh_incidents(
     now: datetime,
     policy: IncidentPolicy | None = None,
     *,
-    full: bool = False,
     evidence: Evidence | None = None,
+    since: datetime | None = None,
 ) -> int:
     """Detect the incidents in the minute rollups (`evidence`: as read by the last pass) and
-    bring the table up to date in one transaction; the number of incidents. An incident keeps
-    its id (target, family, start) from one run to the next; one settled an hour ago is kept as
-    it is unless `full` (late attempts arrived) or it began before the store's refresh floor
-    (its attempts may have moved to the archive: engine.store.retention)."""
+    bring the table up to date in one transaction; the number of incidents. `since`: only
+    windows that begin at or after it can have changed (the caller knows what it refreshed);
+    everything is looked at without. An incident that ended SETTLED ago is final: its row is
+    kept as it is, and a window found over it is that incident, not a new one; so is one that
+    began before the store's refresh floor (its attempts may be in the archive)."""
     policy = policy or IncidentPolicy()
     floor = refresh_floor(con)
-    stored = {
-        incident_id
-        for (incident_id,) in con.execute("SELECT incident_id FROM incidents").fetchall()
-    }
-    keep: list[str] = []
-    fresh: list[Window] = []
-    for window in detect(con, now, policy, evidence):
-        settled = window.latest_end(policy.settle) <= now - SETTLED
-        final = floor is not None and window.start < floor
-        if (final or not full) and settled and window.id in stored:
-            keep.append(window.id)
-        else:
-            fresh.append(window)
+    if floor is not None and (since is None or since < floor):
+        since = floor
+    final = con.execute(_FINAL, {"final": now - SETTLED}).fetchall()
+    keep = {incident_id for incident_id, *_ in final}
+    stored = dict(con.execute("SELECT incident_id, started_at FROM incidents").fetchall())
+    if since is not None:  # an incident not yet final is looked at again, however old
+        since = min([since, *(started for i, started in stored.items() if i not in keep)])
+        keep |= {i for i, started in stored.items() if started < since}
+    fresh = [
+        window
+        for window in detect(con, now, policy, evidence, since)
+        if window.id not in keep and not _over_final(window, final, policy)
+    ]
     last_faults = _last_faults(con, fresh)
     rows = [_row(w, last_faults.get(w.id), now, policy) for w in fresh]
-    incident_impact.write(con, rows, keep, now)
+    incident_impact.write(con, rows, sorted(keep), now)
     return len(keep) + len(rows)
+
+
+def _over_final(window: Window, final: list[tuple], policy: IncidentPolicy) -> bool:
+    """Whether `window` lies over a final incident of its target and family (the tail of one
+    whose first minutes are before the pass's `since`, say)."""
+    return any(
+        (target, family) == (window.target, window.family)
+        and window.start < ended
+        and window.latest_end(policy.settle) > started
+        for _, target, family, started, ended in final
+    )
 
 
 def _row(
     window: Window, last_fault_at: datetime | None, now: datetime, policy: IncidentPolicy
 ) -> dict[str, Any]:
     end = window.end(last_fault_at, policy.settle)
-    ongoing = end > now
+    ongoing = window.ongoing or end > now
     return {
         "id": window.id, "target": window.target, "provider": window.provider,
         "family": window.family, "kinds": list(BY_NAME[window.family].fault_kinds),
@@ -302,15 +426,20 @@ def _row(
     }  # fmt: skip
 
 
-# The exact time of each window's last fault, from the attempts of its last bad minute
-# (joined on the minute: an equality join, however many windows).
+# The exact time of each window's last fault, from the attempts of its last bad minute and the
+# minute after it (joined on the minute: equality joins, however many windows).
 _LAST_FAULTS = """
     SELECT w.id, max(a.started_at)
     FROM last_minutes w JOIN attempts a
-        ON a.target = w.target AND time_bucket(INTERVAL 1 MINUTE, a.started_at) = w.bucket
+        ON a.target = w.target AND (time_bucket(INTERVAL 1 MINUTE, a.started_at) = w.bucket
+            OR time_bucket(INTERVAL 1 MINUTE, a.started_at) = w.bucket + INTERVAL 1 MINUTE)
     WHERE a.started_at >= $lo AND a.started_at < $hi AND list_contains(w.kinds, a.fault_kind)
     GROUP BY w.id
 """
+_LAST_MINUTES = pa.schema([
+    ("id", pa.string()), ("target", pa.string()), ("bucket", pa.timestamp("us", tz="UTC")),
+    ("kinds", pa.list_(pa.string())),
+])  # fmt: skip
 
 
 def _last_faults(con: duckdb.DuckDBPyConnection, windows: list[Window]) -> dict[str, datetime]:
@@ -318,25 +447,14 @@ def _last_faults(con: duckdb.DuckDBPyConnection, windows: list[Window]) -> dict[
         return {}
     table = pa.Table.from_pylist(
         [
-            {
-                "id": w.id,
-                "target": w.target,
-                "bucket": w.last_fault,
-                "kinds": list(BY_NAME[w.family].fault_kinds),
-            }
+            {"id": w.id, "target": w.target, "bucket": w.last_fault,
+             "kinds": list(BY_NAME[w.family].fault_kinds)}
             for w in windows
         ],
-        schema=pa.schema(
-            [
-                ("id", pa.string()),
-                ("target", pa.string()),
-                ("bucket", pa.timestamp("us", tz="UTC")),
-                ("kinds", pa.list_(pa.string())),
-            ]
-        ),
-    )
+        schema=_LAST_MINUTES,
+    )  # fmt: skip
     span = {"lo": min(w.last_fault for w in windows),
-            "hi": max(w.last_fault for w in windows) + MINUTE}  # fmt: skip
+            "hi": max(w.last_fault for w in windows) + 2 * MINUTE}  # fmt: skip
     con.register("last_minutes", table)
     try:
         return dict(con.execute(_LAST_FAULTS, span).fetchall())

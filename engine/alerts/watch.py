@@ -27,6 +27,9 @@ from engine.core.paths import DataPaths
 log = logging.getLogger("switchover.alerts")
 
 INCIDENTS_EVERY = timedelta(seconds=60)
+# A pass looks again at the incidents that begin this long before the minutes refreshed since
+# the last one (and at any not yet final, however old): a window can only grow from its end.
+LOOK_BACK = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,10 @@ class Watch:
         self.wall = wall
         self._incidents_at: datetime | None = None
         self._evidence = Evidence()  # the incidents' minutes, read again only where refreshed
+        # The earliest minute refreshed since the last incident pass; everything when unknown
+        # (the first pass of a process, a cycle that could not say).
+        self._refreshed_from: datetime | None = None
+        self._refreshed_all = True
 
     def run(
         self,
@@ -74,6 +81,10 @@ class Watch:
         `refreshed_from`: the minute rollups this cycle refreshed begin there (None: unknown,
         so the incidents' evidence is read whole at their next refresh)."""
         self._evidence.refreshed(refreshed_from)
+        if refreshed_from is None:
+            self._refreshed_all = True
+        elif self._refreshed_from is None or refreshed_from < self._refreshed_from:
+            self._refreshed_from = refreshed_from
         silences = ingest_silences(con, self.paths)
         context = Context(
             con,
@@ -89,12 +100,20 @@ class Watch:
         incidents = None
         due = self._incidents_at is None or now - self._incidents_at >= INCIDENTS_EVERY
         if due or late:
+            since = None
+            if not self._refreshed_all:
+                since = (self._refreshed_from or now) - LOOK_BACK
             incidents = refresh_incidents(
-                con, now, self.incident_policy, full=late, evidence=self._evidence
+                con, now, self.incident_policy, evidence=self._evidence, since=since
             )
             self._incidents_at = now
+            self._refreshed_from, self._refreshed_all = None, False
         handed = self.outbox.dispatch(con, now)
         return WatchReport(changes, silences, incidents, handed)
 
-    def close(self) -> None:
-        self.outbox.close()
+    def close(
+        self, con: duckdb.DuckDBPyConnection | None = None, now: datetime | None = None
+    ) -> None:
+        """Stop the outbox's sender; given the connection, record the deliveries it finished
+        (engine.alerts.delivery.Outbox.close)."""
+        self.outbox.close(con=con, now=now)

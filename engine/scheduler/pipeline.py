@@ -119,7 +119,7 @@ class Pipeline:
     def close(self) -> None:
         with self._busy:
             try:
-                self.watch.close()
+                self.watch.close(self.con, self.now())
                 if self.postgres is not None:
                     self.postgres.close()
             finally:

@@ -195,10 +195,11 @@ def test_a_drills_invalid_key_is_never_a_credential_alert(con):
 def test_a_breaker_open_longer_than_the_threshold_fires_until_it_closes(con):
     rule = _default("breaker-open")  # 5 min
     attempt(con, NOW - timedelta(minutes=1))  # the process is alive
-    breaker_event(con, NOW - timedelta(minutes=7, seconds=30), "claude/m", "closed", "open")
+    breaker_event(con, NOW - timedelta(minutes=7, seconds=30), "claude/m", "closed", "open",
+                  open_until=NOW - timedelta(minutes=6))  # fmt: skip
     breaker_event(con, NOW - timedelta(minutes=6), "claude/m", "open", "half_open")
     breaker_event(con, NOW - timedelta(minutes=6), "claude/m", "half_open", "open",
-                  event_id="reopen")  # fmt: skip
+                  event_id="reopen", open_until=NOW + timedelta(minutes=1))  # fmt: skip
     [obs] = _fired(con, rule)
     assert obs.subject == "claude/m" and obs.value == pytest.approx(7.5), "since it opened"
     breaker_event(con, NOW - timedelta(seconds=10), "claude/m", "open", "closed")
@@ -208,13 +209,27 @@ def test_a_breaker_open_longer_than_the_threshold_fires_until_it_closes(con):
 def test_a_breaker_a_drill_holds_open_is_no_alert_and_after_it_counts_from_its_end(con):
     rule = _default("breaker-open")  # 5 min
     attempt(con, NOW - timedelta(minutes=1))  # the process is alive
-    breaker_event(con, NOW - timedelta(minutes=20), "claude/m", "closed", "open", reason="drill")
+    breaker_event(con, NOW - timedelta(minutes=20), "claude/m", "closed", "open", reason="drill",
+                  open_until=NOW + timedelta(minutes=1))  # fmt: skip
     assert _fired(con, rule) == [], "held open by the drill"
     breaker_event(con, NOW - timedelta(minutes=6), "claude/m", "open", "half_open")
+    later = NOW + timedelta(minutes=1)
     breaker_event(con, NOW - timedelta(minutes=6), "claude/m", "half_open", "open",
-                  event_id="probe", reason="probe")  # fmt: skip
+                  event_id="probe", reason="probe", open_until=later)  # fmt: skip
     [obs] = _fired(con, rule)
     assert obs.value == pytest.approx(6.0), "since the drill let it probe, not since it began"
+
+
+def test_a_breaker_whose_hold_ran_out_is_no_alert_at_the_moment_it_closes(con):
+    """A refused key holds its breaker open for exactly the 5-minute threshold: when the hold
+    runs out the breaker is about to probe and close, so nothing fires then."""
+    rule = _default("breaker-open")  # 5 min
+    attempt(con, NOW - timedelta(minutes=1))  # the process is alive
+    breaker_event(con, NOW - timedelta(minutes=5), "claude/m", "closed", "open", reason="account",
+                  open_until=NOW)  # fmt: skip
+    assert _fired(con, rule) == []
+    breaker_event(con, NOW, "claude/m", "open", "half_open")
+    assert _fired(con, rule) == [], "probing: not held open"
 
 
 def test_a_breaker_of_a_process_that_is_gone_no_longer_counts(con):

@@ -57,7 +57,7 @@ def _refresh(con, rng: random.Random, lo: datetime, hi: datetime) -> None:
 
 def _windows(con, now: datetime, evidence: Evidence | None = None) -> list[tuple]:
     return [
-        (w.target, w.family, w.start, w.last_fault, w.held_until, w.peak, w.evidence)
+        (w.target, w.family, w.start, w.last_fault, w.ongoing, w.peak, w.evidence)
         for w in detect(con, now, POLICY, evidence)
     ]
 

@@ -188,3 +188,28 @@ def test_published_rows_reach_the_console_with_their_missing_values_as_none():
     (row,) = records(frame)
     assert row["ended_at"] is None and row["failed"] is None
     assert Changes().incidents([row]) == [f"incident started: {SONNET} at 12:00:00"]
+
+
+def test_a_restarted_console_says_only_what_changed_since_it_last_spoke(tmp_path):
+    """`switchover up` stopped and started again: the alert still firing and the incident
+    still ongoing are not news; the incident's end, after the restart, is."""
+    state = tmp_path / "state" / "console.json"
+    before = Changes(state)
+    assert before.alerts([ALERT]) and before.incidents([INCIDENT])
+    before.breakers({"breakers": {SONNET: {"status": "open"}}})
+    before.save()
+    after = Changes(state)
+    assert after.alerts([ALERT]) == []
+    assert after.incidents([INCIDENT]) == []
+    assert after.breakers({"breakers": {SONNET: {"status": "open"}}}) == []
+    ended = {**INCIDENT, "ended_at": datetime(2026, 12, 1, 12, 3, tzinfo=UTC)}
+    assert after.incidents([ended]) == [
+        f"incident ended: {SONNET} (availability), after 3 min, 41 requests affected, "
+        "41 by a fallback, 0 failed"
+    ]
+
+
+def test_a_console_whose_notes_are_unreadable_starts_over(tmp_path):
+    state = tmp_path / "console.json"
+    state.write_text("{not json")
+    assert Changes(state).alerts([ALERT]) != []
