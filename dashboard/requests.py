@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pandas as pd
 
+from dashboard.request_story import passed_over
 from engine.core.money import format_parts, to_decimal
 
 # How the failure that ended a part reads in a sentence ("after a cut at 412 characters").
@@ -20,8 +21,10 @@ PART_COLUMNS = ["part", "attempt_number", "target", "from_character", "output_to
 
 
 def verdict(chain: pd.DataFrame) -> str:
-    """One sentence: the route, how many attempts, and who answered (in parts, if continued)."""
-    head = f"Route **{chain.iloc[0]['route']}**: {_attempts(len(chain))}, "
+    """One sentence: the route, how many attempts (the calls made; the targets skipped beside
+    them), and who answered (in parts, if continued)."""
+    calls = int((chain["outcome"] != "skipped").sum())
+    head = f"Route **{chain.iloc[0]['route']}**: {_attempts(calls)}{_skipped(chain)}, "
     answered = chain[chain["served"] & (chain["outcome"] == "success")]
     if answered.empty:
         return head + "**not answered**" + _broken_off(chain) + "."
@@ -124,4 +127,10 @@ def _count(value: object) -> int:
 
 
 def _attempts(n: int) -> str:
-    return f"{n} attempt" if n == 1 else f"{n} attempts"
+    return "no attempt" if n == 0 else f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
+def _skipped(chain: pd.DataFrame) -> str:
+    """ " (1 target skipped)" beside the attempts, when the chain passed any over."""
+    n = len(passed_over(chain))
+    return "" if n == 0 else f" ({n} target skipped)" if n == 1 else f" ({n} targets skipped)"

@@ -1,6 +1,8 @@
 """Explorer: find one request by its id (the gateway's `x-request-id` header, or a log line)
-and see its chain of attempts (a stream continued on another target as one answer in parts);
-or filter the attempts of the last 24 hours."""
+and read its whole story, target by target: answered, failed (class and status) or skipped
+(why), and the decision after each attempt, with why (dashboard.request_story); then its
+attempts as recorded (a stream continued on another target as one answer in parts). Or filter
+the attempts of the last 24 hours."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import timedelta
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, requests
+from dashboard import data, request_story, requests
 from dashboard.cost_parts import usd_each
 
 COLUMNS = ["started_at", "request_id", "attempt_number", "route", "target", "outcome",
@@ -41,6 +43,11 @@ if request_id.strip():
         st.warning(f"No attempt of request {request_id.strip()!r} in the last 24 hours.")
     else:
         st.markdown(requests.verdict(chain))
+        st.table(request_story.story(chain), hide_index=True)
+        st.caption(
+            "Every target the request came to, in its order (#): what happened there, and the "
+            "decision the chain took after each attempt. A skipped target made no call."
+        )
         parts = requests.parts(chain)
         if parts is not None:  # a stream a later target finished: one answer, in parts
             st.dataframe(parts, hide_index=True, width="stretch", key="parts")

@@ -13,7 +13,8 @@ from enum import StrEnum
 from typing import Any, Literal
 
 # "skipped": the request's every target was skipped (breakers open, cooling after a 429, no
-# budget left), so no HTTP call was made; one such row keeps the request visible.
+# budget left), so no HTTP call was made; one such row keeps the request visible. A target
+# skipped by a request that did make calls is on those calls' rows (`Attempt.skips`).
 Outcome = Literal["success", "error", "cancelled", "skipped"]
 KeyKind = Literal["own", "managed"]
 
@@ -90,6 +91,11 @@ class Attempt:
     # attempt number it picks up from, and the characters of the answer the caller held by then.
     continues_attempt: int | None = None
     continued_chars: int | None = None
+    # The targets the chain passed over without a call (engine.core.skips, as JSON; None: none):
+    # those since the record before this one, and on a request's last record those after it
+    # too, each with its place in the order. Never rows of their own: no count of calls,
+    # attempts, faults or cost can take a skip for an attempt.
+    skips: str | None = None
 
     def replace(self, **changes: Any) -> Attempt:
         return dataclasses.replace(self, **changes)

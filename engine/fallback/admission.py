@@ -7,7 +7,8 @@
       ├── breaker open, held by a drill now over    DrillOver, then the breaker asked again: the
       │   (ended early, say)                        probe now, not at the drill's planned end
       └── breaker open, probe in flight, or         passed over, the reason recorded
-          cooling down after a rate limit
+          cooling down after a rate limit           (`SKIP_REASONS`); an open breaker on a
+                                                    target under a drill: the drill's
 
 Drills (`engine.state.switches`) reach the chain only here: the route's drilled targets, read
 once per request with its order, and `Admitted.drill`. Everything after that (the breaker held
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from engine.core.clock import Clock
 from engine.core.errors import DrillFault
+from engine.core.skips import SkipReason
 from engine.state.breaker import Admission, BreakerStore, DrillOver
 
 if TYPE_CHECKING:
@@ -31,12 +33,12 @@ if TYPE_CHECKING:
 
 __all__ = ["SKIP_REASONS", "Admitted", "Gate"]
 
-# Why a target its breaker turns away is passed over, as recorded on the request (the gateway
-# reads these words: `engine.gateway.errors.cause_of_skip`).
-SKIP_REASONS: Mapping[Admission, str] = {
-    Admission.REJECT_OPEN: "breaker open",
-    Admission.REJECT_PROBING: "breaker half-open, probe in flight",
-    Admission.REJECT_COOLING: "cooling down after a rate limit",
+# Why a target its breaker turns away is passed over, as recorded on the request (its words:
+# `engine.core.skips.SKIP_WORDS`).
+SKIP_REASONS: Mapping[Admission, SkipReason] = {
+    Admission.REJECT_OPEN: SkipReason.BREAKER_OPEN,
+    Admission.REJECT_PROBING: SkipReason.PROBE_IN_FLIGHT,
+    Admission.REJECT_COOLING: SkipReason.COOLING_DOWN,
 }
 
 
@@ -47,7 +49,7 @@ class Admitted:
     fault its attempt fails with before any call (`drill`)."""
 
     breaker_state: str
-    skip: str | None = None
+    skip: SkipReason | None = None
     drill: DrillFault | None = None
 
 
@@ -71,9 +73,11 @@ class Gate:
         admission, state = await self._breakers.admit(target.name, now)
         if admission is Admission.REJECT_OPEN and await self._drill_over(target, now):
             admission, state = await self._breakers.admit(target.name, now)
+        until = self._drills.get(target.name) if self._drills else None
+        if admission is Admission.REJECT_OPEN and until is not None:
+            return Admitted(state, skip=SkipReason.DRILL)  # open because the drill goes on
         if admission in SKIP_REASONS:
             return Admitted(state, skip=SKIP_REASONS[admission])
-        until = self._drills.get(target.name) if self._drills else None
         if until is None:
             return Admitted(state)
         return Admitted(state, drill=DrillFault((until - self._clock.wall()).total_seconds()))

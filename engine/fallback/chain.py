@@ -8,10 +8,12 @@ Call path, one concern per layer:
     Provider.complete / .stream     wire format (engine/providers)
     httpx                           transport
 
-What follows a failure is read from the error's own decision (`engine.fallback.steps`). The
-chain imports no storage: every attempt goes to the registered hooks as a frozen `Attempt`, and
-a hook that raises never fails the request. Time comes from the injected clock, so tests and
-the simulator run this very code on virtual time.
+What follows a failure is read from the error's own decision (`engine.fallback.steps`). A
+target passed over (disabled, its breaker, a window too small, too little time left) is
+recorded with its reason on the request's attempts (`RequestRun.pass_over`). The chain imports
+no storage: every attempt goes to the registered hooks as a frozen `Attempt`, and a hook that
+raises never fails the request. Time comes from the injected clock, so tests and the simulator
+run this very code on virtual time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from engine.core.clock import Clock, SystemClock
 from engine.core.errors import AllProvidersUnavailable, AttemptError, RequestFailed
 from engine.core.messages import Request, Response, StreamEvent
 from engine.core.scrub import Scrubber
+from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted, Gate
 from engine.fallback.context_windows import too_narrow, window_of
 from engine.fallback.continuation import continued_stream
@@ -167,15 +170,15 @@ class Chain:
         budget_s: float | None = None,
         primary_retries: int | None = None,
     ) -> AsyncIterator[Response | StreamEvent]:
-        policy = self._policy_for(budget_s, primary_retries)
+        policy = self.policy.for_caller(budget_s, primary_retries)
         request, masker = self._masked(request)
         run = self._new_run(request, request_id, policy, masker)
         restore = masker if self.pii is not None and self.pii.restore else None
         with finishing(self.request_hooks, run):
-            targets, gate = await self._arranged()
+            targets, gate = await self._arranged(run)
             overflowed: int | None = None  # a context window the request is known to overflow
             for depth, target in enumerate(targets):
-                admitted = await self._admitted(run, gate, target, overflowed)
+                admitted = await self._admitted(run, gate, target, depth, overflowed)
                 if admitted is None:
                     continue
                 tries = 1 + (policy.primary_retries if depth == 0 else 0)
@@ -201,15 +204,6 @@ class Chain:
                         admitted = retry
             await self._unavailable(run, targets)
 
-    def _policy_for(self, budget_s: float | None, primary_retries: int | None) -> Policy:
-        """The route's policy, with a caller's shorter budget or fewer primary retries."""
-        policy = self.policy
-        if budget_s is not None and 0 < budget_s < policy.budget_s:
-            policy = policy.replace(budget_s=budget_s)
-        if primary_retries is not None and 0 <= primary_retries < policy.primary_retries:
-            policy = policy.replace(primary_retries=primary_retries)
-        return policy
-
     def _masked(self, request: Request) -> tuple[Request, Masker | None]:
         """Above the loop: every target gets the same masked request."""
         if self.pii is None:
@@ -233,31 +227,34 @@ class Chain:
             scrub=self.scrub,
         )
 
-    async def _arranged(self) -> tuple[tuple[Target, ...], Gate]:
-        """This request's targets in order (adaptive order, operator switches) and the gate
-        that admits them, with the route's fault drills."""
+    async def _arranged(self, run: RequestRun) -> tuple[tuple[Target, ...], Gate]:
+        """This request's targets in order (adaptive order, operator switches; the ones an
+        operator disabled, left out, recorded as passed over) and the gate that admits them,
+        with the route's fault drills."""
         if self.order is None:  # no switches, so no drills
             return self.targets, Gate(self.breakers, self.clock)
         targets = tuple(await self.order.arrange(self.route, self.targets))
+        for left_out in (t for t in self.targets if t not in targets):
+            run.pass_over(left_out, None, SkipReason.DISABLED)
         drills = dict(await self.order.drills(self.route))
         return targets, Gate(self.breakers, self.clock, drills)
 
     async def _admitted(
-        self, run: RequestRun, gate: Gate, target: Target, overflowed: int | None
+        self, run: RequestRun, gate: Gate, target: Target, depth: int, overflowed: int | None
     ) -> Admitted | None:
         """Whether `target` is tried at all; when it is passed over, why is recorded: a window
         no larger than one the request overflowed, too little budget left, or its breaker."""
         narrow = too_narrow(target, overflowed) if overflowed is not None else None
         if narrow is not None:
-            run.skipped.append((target.name, narrow))
+            run.pass_over(target, depth, SkipReason.CONTEXT_TOO_SMALL, narrow)
             return None
         if too_little(run.remaining(), run.policy):
-            run.skipped.append((target.name, "time budget too small"))
+            run.pass_over(target, depth, SkipReason.NO_BUDGET)
             run.deadline_hit = True
             return None
         admitted = await gate.admit(target)
         if admitted.skip is not None:
-            run.skipped.append((target.name, admitted.skip))
+            run.pass_over(target, depth, admitted.skip)
             return None
         return admitted
 
@@ -336,7 +333,8 @@ class Chain:
             retry = await self._retry_admitted(run, gate, target, error, wait, last=not later)
             if retry is None:
                 step = move_on(last=not later)
-        run.failed(error, step)
+        # Held while later targets remain: the ones passed over after it go on its record.
+        run.failed(error, step, hold=bool(later))
         if step is Step.FAIL_FAST:
             raise RequestFailed(error, tuple(run.attempts)) from error
         if error.credential_alert:
@@ -374,8 +372,9 @@ class Chain:
         return None if admitted.skip is not None else admitted
 
     async def _unavailable(self, run: RequestRun, targets: Sequence[Target]) -> None:
-        """Every target failed or was skipped: record a request that made no call at all, tell
-        the operator, and raise."""
+        """Every target failed or was skipped: record a request that made no call at all (or the
+        targets passed over after its last call), tell the operator, and raise."""
+        run.finish()
         if not run.attempts:
             state = (await self.breakers.snapshot(targets[0].name)).status
             run.unsent(targets[0], state)

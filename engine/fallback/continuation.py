@@ -51,6 +51,7 @@ from engine.core.messages import (
     Usage,
     UsageUpdate,
 )
+from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted
 from engine.fallback.policy import too_little
 from engine.fallback.run import RequestRun
@@ -201,14 +202,18 @@ async def _next_admitted(
     run: RequestRun, later: list[tuple[int, Target]], admit: Admit
 ) -> tuple[int, Target, Admitted] | None:
     """The next capable target with budget left whose breaker lets it through (taken off
-    `later`, as the ones passed over are), or None."""
+    `later`, as the ones passed over are, each recorded with why), or None."""
     while later:
         index, target = later.pop(0)
-        if too_little(run.remaining(), run.policy):
-            return None  # the budget only shrinks: no later target has more
+        if too_little(run.remaining(), run.policy):  # the budget only shrinks: none has more
+            for i, t in [(index, target), *later]:
+                run.pass_over(t, i, SkipReason.NO_BUDGET)
+            later.clear()
+            return None
         admitted = await admit(target)
         if admitted.skip is None:
             return index, target, admitted
+        run.pass_over(target, index, admitted.skip)
     return None
 
 

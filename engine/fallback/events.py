@@ -140,10 +140,14 @@ def request_error(attempts: Sequence[Attempt], exc: BaseException | None) -> str
 
 @contextmanager
 def finishing(hooks: Sequence[RequestHook], run: RequestRun) -> Iterator[None]:
-    """Around one request's loop: tell `hooks` how it ended, however it ends (an answer, a
-    raise, a caller that stopped reading). Nothing at all without hooks."""
+    """Around one request's loop, however it ends (an answer, a raise, a caller that stopped
+    reading): the attempt record held for what followed it goes to the attempt hooks
+    (`RequestRun.finish`), then `hooks` are told how the request ended."""
     if not hooks:
-        yield
+        try:
+            yield
+        finally:
+            run.finish()
         return
     started, wall = run.clock.now(), run.clock.wall()
     error: BaseException | None = None
@@ -153,6 +157,7 @@ def finishing(hooks: Sequence[RequestHook], run: RequestRun) -> Iterator[None]:
         error = exc
         raise
     finally:
+        run.finish()
         attempts = tuple(run.attempts)
         done = RequestDone(
             run.route,

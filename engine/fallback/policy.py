@@ -60,6 +60,16 @@ class Policy:
     def replace(self, **changes: Any) -> Policy:
         return dataclasses.replace(self, **changes)
 
+    def for_caller(self, budget_s: float | None, primary_retries: int | None) -> Policy:
+        """This policy with a caller's shorter budget or fewer primary retries: a caller can
+        only shorten and lower them (engine.fallback.chain.Chain.complete)."""
+        policy = self
+        if budget_s is not None and 0 < budget_s < policy.budget_s:
+            policy = policy.replace(budget_s=budget_s)
+        if primary_retries is not None and 0 <= primary_retries < policy.primary_retries:
+            policy = policy.replace(primary_retries=primary_retries)
+        return policy
+
     def breaker_policy(self) -> BreakerPolicy:
         return BreakerPolicy(
             failures=self.breaker_failures,

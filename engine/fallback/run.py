@@ -7,6 +7,10 @@ raised in place of the call), the answer judged against the route's contract, an
 event, is `engine.fallback.run_stream`'s, built on this module's public methods (`begin`,
 `succeeded`, `report`, `failed`, `cancelled`). Which target to try next, and whether to wait, is
 the chain's business (`engine.fallback.chain`), not this module's.
+
+A target the chain passes over without a call (`pass_over`) is no attempt: it goes on the
+records nearest it (`engine.fallback.records`); a failure the chain moves on from is held
+(`failed(..., hold=True)`) until the next attempt begins or the request ends (`finish`).
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.behaviours.contracts import OutputContract
 from engine.behaviours.quality import judge
@@ -27,8 +31,10 @@ from engine.core.clock import Clock
 from engine.core.errors import AmbiguousFault, AttemptError, LocalFault, QualityFault
 from engine.core.messages import Request, Response, Usage
 from engine.core.scrub import Scrubber
+from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted
 from engine.fallback.policy import Budget, Policy
+from engine.fallback.records import AttemptHook, Records, failure_fields
 from engine.providers.transport_faults import classify_exception
 from engine.state.breaker import BreakerStore, Released, Success, event_for
 
@@ -36,8 +42,6 @@ if TYPE_CHECKING:
     from engine.fallback.target import Target
 
 log = logging.getLogger("switchover.chain")
-
-AttemptHook = Callable[[Attempt], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +68,9 @@ class RequestRun:
     clock: Clock
     breakers: BreakerStore
     hooks: Sequence[AttemptHook]
-    attempts: list[Attempt] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)  # the calls made (`Records`)
     errors: list[AttemptError] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # what the failure names
     deadline_hit: bool = False
     current: _InFlight | None = None  # the attempt under way, until it is recorded
     pii_masked: int = 0  # personal data masked in the request, recorded on every attempt
@@ -77,6 +81,7 @@ class RequestRun:
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.policy, self.clock.now() + self.policy.budget_s)
+        self.records = Records(self.hooks, self.attempts, self.skipped)
 
     def now(self) -> float:
         return self.clock.now()
@@ -93,6 +98,7 @@ class RequestRun:
     ) -> _InFlight:
         """Start the attempt on `target` that `admitted` let in. A target under a fault drill
         fails here, before any call, as an invalid key would."""
+        self.records.release()
         self.current = _InFlight(
             target,
             depth,
@@ -210,9 +216,11 @@ class RequestRun:
         usage: Usage | None = None,
         served: bool = False,
         tokens_estimated: bool = False,
+        hold: bool = False,
     ) -> None:
         """Record the attempt under way as failed (the breaker was told by `report`), with
-        the decision the chain took. `tokens_estimated`: `usage` is partly an estimate."""
+        the decision the chain took. `tokens_estimated`: `usage` is partly an estimate.
+        `hold`: the chain goes on to later targets; the record waits for what follows it."""
         flight = self._take()
         # In place: the chain's log line, the caller's exception and the record all read it.
         error.message = self.scrub.error_text(error.message, self.request)
@@ -234,6 +242,7 @@ class RequestRun:
             provider_request_id=error.provider_request_id,
             tokens_estimated=estimated or tokens_estimated,
             quality_error=error.message if quality else None,
+            hold=hold,
         )
 
     async def cancelled(
@@ -273,6 +282,16 @@ class RequestRun:
             skipped=why,
         )
 
+    def pass_over(
+        self, target: Target, depth: int | None, reason: SkipReason, detail: str | None = None
+    ) -> None:
+        """`target` is passed over without a call (`Records.pass_over`)."""
+        self.records.pass_over(target.name, depth, reason, detail)
+
+    def finish(self) -> None:
+        """The request is over: the record held for what followed it goes to the hooks."""
+        self.records.finish()
+
     def _take(self) -> _InFlight:
         flight, self.current = self.current, None
         assert flight is not None, "an attempt was recorded twice"
@@ -293,8 +312,10 @@ class RequestRun:
         skipped: tuple[str, str] | None = None,  # (class, message) of an unsent request
         quality_error: str | None = None,
         unreadable_events: int = 0,
+        hold: bool = False,
     ) -> None:
         target = flight.target
+        skips = self.records.next_skips()
         attempt = Attempt(
             request_id=self.request_id,
             attempt_number=len(self.attempts) + 1,
@@ -311,7 +332,7 @@ class RequestRun:
             streamed=self.request.stream,
             outcome=outcome,
             decision=decision,
-            **_failure_fields(error, skipped, outcome),
+            **failure_fields(error, skipped, outcome),
             breaker_state=flight.breaker_state,
             served=served,
             fallback_depth=flight.depth,
@@ -329,46 +350,9 @@ class RequestRun:
             unreadable_events=unreadable_events,
             continues_attempt=flight.continues[0] if flight.continues else None,
             continued_chars=flight.continues[1] if flight.continues else None,
+            skips=skips,
         )
-        self._hand_over(attempt)
-
-    def _hand_over(self, attempt: Attempt) -> None:
-        if attempt.outcome != "skipped":  # the caller's list holds the calls made, the record all
-            self.attempts.append(attempt)
-        for hook in self.hooks:
-            try:
-                hook(attempt)
-            except Exception:  # telemetry must never fail a user's request
-                log.exception("attempt hook %r failed; the request goes on", hook)
-
-
-def _failure_fields(
-    error: AttemptError | None, skipped: tuple[str, str] | None, outcome: Outcome
-) -> dict[str, Any]:
-    """The attempt's fields that say how it failed: from its error, or the (class, message) of
-    a request that made no call."""
-    if error is None:
-        return {
-            "error_class": skipped[0] if skipped else None,
-            "fault_kind": None,
-            # Every answer the providers give arrives as a 200.
-            "http_status": 200 if outcome == "success" else None,
-            "error_type": None,
-            "error_code": None,
-            "error_message": skipped[1] if skipped else None,
-            "retry_after_s": None,
-        }
-    return {
-        "error_class": error.error_class,
-        "fault_kind": error.fault_kind,
-        # A failure carries the status it came with, or none when no status line arrived (a
-        # reset, a timeout).
-        "http_status": error.status,
-        "error_type": error.error_type,
-        "error_code": error.error_code,
-        "error_message": error.message,
-        "retry_after_s": error.retry_after_s,
-    }
+        self.records.add(attempt, hold=hold)
 
 
 def internal_error(target: Target | None, exc: Exception) -> AttemptError:

@@ -284,6 +284,16 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        18,
+        "the targets a request passed over without a call (breaker open, drill, disabled, "
+        "window too small, no time left), on its attempts: engine.core.skips, as JSON",
+        # Nullable: NULL on the attempts that passed nothing over, and on rows from before.
+        "ALTER TABLE attempts ADD COLUMN skips VARCHAR",
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 

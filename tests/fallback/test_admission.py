@@ -7,6 +7,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 from engine.core.clock import VirtualClock
+from engine.core.skips import SkipReason
 from engine.fallback.admission import Gate
 from engine.fallback.target import Target
 from engine.state.breaker import AccountFailure, BreakerPolicy, MemoryBreakerStore
@@ -36,7 +37,15 @@ def test_a_breaker_a_drill_held_open_lets_its_probe_through_once_the_drill_is_ov
 def test_a_breaker_open_for_real_or_on_a_route_without_switches_stays_open():
     clock, breakers = rig()
     asyncio.run(breakers.record(TARGET.name, AccountFailure(), clock.now()))
-    assert asyncio.run(Gate(breakers, clock, {}).admit(TARGET)).skip == "breaker open"
+    open_ = SkipReason.BREAKER_OPEN
+    assert asyncio.run(Gate(breakers, clock, {}).admit(TARGET)).skip == open_
     drilled = MemoryBreakerStore(BreakerPolicy())
     asyncio.run(drilled.record(TARGET.name, AccountFailure(600.0, drill=True), clock.now()))
-    assert asyncio.run(Gate(drilled, clock).admit(TARGET)).skip == "breaker open"
+    assert asyncio.run(Gate(drilled, clock).admit(TARGET)).skip == open_
+
+
+def test_a_breaker_a_drill_holds_open_is_passed_over_for_the_drill():
+    clock, breakers = rig()
+    asyncio.run(breakers.record(TARGET.name, AccountFailure(90.0, drill=True), clock.now()))
+    gate = Gate(breakers, clock, {TARGET.name: clock.wall() + timedelta(seconds=90)})
+    assert asyncio.run(gate.admit(TARGET)).skip == SkipReason.DRILL

@@ -82,8 +82,9 @@ def test_a_store_migrated_by_newer_code_is_refused(db_path: Path):
 
 
 # The attempt columns migration 7 and those after it added (7: unreadable_events; 11: the
-# continuation's marker; 15: the gateway key's label): a store from before 7 has none of them.
-ADDED_SINCE_7 = ["unreadable_events", "continues_attempt", "continued_chars", "key_label"]
+# continuation's marker; 15: the gateway key's label; 18: the targets passed over): a store from
+# before 7 has none of them.
+ADDED_SINCE_7 = ["unreadable_events", "continues_attempt", "continued_chars", "key_label", "skips"]
 
 
 def _before_7(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ def attempt(**fields: object) -> Attempt:
         tokens_estimated=True, feature="chat", key_label="team-a", pii_masked=3,
         provider_request_id="p-1",
         prompt_version="v2", quality_error=None, unreadable_events=1, continues_attempt=1,
-        continued_chars=12,
+        continued_chars=12, skips='[{"target":"gpt/a","reason":"breaker_open","depth":0}]',
     )  # fmt: skip
     base.update(fields)
     return Attempt(**base)  # type: ignore[arg-type]
