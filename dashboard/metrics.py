@@ -95,42 +95,74 @@ def kpis(rollups: pd.DataFrame, latency_p99_ms: float | None, window: timedelta)
     )
 
 
+# A breaker as the Live page tells it, whichever source told it: its status, why it opened,
+# since when it is in that status, the seconds until its next probe may run (open only),
+# whether a probe is out (half-open; None: the source cannot say), and `at`, the time the
+# row is as of (the gateway's reading, or the published events' time).
+BREAKER_COLUMNS = ["target", "status", "reason", "since", "remaining_s", "probing", "at"]
+
+
 def breaker_states(
     events: pd.DataFrame, alive: set[tuple[str, int]], now: datetime
 ) -> pd.DataFrame:
-    """Each target's breaker as its live processes last reported it: status (the worst over
-    processes), since when it is not closed, and when the next probe may run. `alive`: the
-    (host, process id) that recorded attempts in the last ten minutes."""
-    columns = ["target", "status", "since", "probe_at", "processes", "reason"]
+    """Each target's breaker as its live processes last reported it in the published events,
+    as of `now` (the events' time): status (the worst over processes), since the change into
+    it, and when the next probe may run. `alive`: the (host, process id) that recorded
+    attempts in the last ten minutes. The page's last resort: the events lag the gateway by
+    a cycle or more, and cannot say whether a half-open breaker's probe is out."""
     if events.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=BREAKER_COLUMNS)
     ordered = events.sort_values(["occurred_at", "seq"])
-    key = ["target", "host", "process_id"]
-    last = ordered.groupby(key).tail(1).set_index(key)
-    opened = ordered[ordered["from_status"] == "closed"].groupby(key)["occurred_at"].max()
-    last = last.assign(since=opened.reindex(last.index))
+    last = ordered.groupby(["target", "host", "process_id"]).tail(1)
     alive_after = now - PROCESS_GONE_AFTER
     rows = []
-    for (target, host, pid), row in last.iterrows():
-        if row["occurred_at"] < alive_after and (host, pid) not in alive:
+    for row in last.itertuples():
+        if row.occurred_at < alive_after and (row.host, row.process_id) not in alive:
             continue  # that process is gone, and its breakers with it
+        is_open = row.to_status == "open" and pd.notna(row.open_until)
+        wait = (pd.Timestamp(row.open_until) - pd.Timestamp(now)).total_seconds()
         rows.append(
             {
-                "target": target,
-                "status": row["to_status"],
-                "since": row["since"] if row["to_status"] != "closed" else pd.NaT,
-                "probe_at": row["open_until"] if row["to_status"] == "open" else pd.NaT,
-                "reason": row["reason"],
+                "target": row.target,
+                "status": row.to_status,
+                "reason": row.reason if row.to_status == "open" else None,
+                "since": row.occurred_at if row.to_status != "closed" else pd.NaT,
+                "remaining_s": max(0.0, wait) if is_open else None,
+                "probing": None,
+                "at": now,
             }
         )
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    frame = pd.DataFrame(rows)
-    rank = {"open": 2, "half_open": 1, "closed": 0}
-    frame["rank"] = frame["status"].map(rank)
-    worst = frame.sort_values("rank", ascending=False).groupby("target", as_index=False).first()
-    worst["processes"] = frame.groupby("target").size().reindex(worst["target"]).to_numpy()
-    return worst[columns].sort_values("target").reset_index(drop=True)
+    return _worst_first(pd.DataFrame(rows, columns=BREAKER_COLUMNS))
+
+
+def told_breakers(told: pd.DataFrame, at: datetime) -> pd.DataFrame:
+    """The breakers a live source told at `at` (dashboard.live_breakers: the gateway's
+    `/v1/status` or its shared store), as BREAKER_COLUMNS."""
+    if told.empty:
+        return pd.DataFrame(columns=BREAKER_COLUMNS)
+    ago = pd.to_timedelta(pd.to_numeric(told["opened_s_ago"]), unit="s")
+    frame = pd.DataFrame(
+        {
+            "target": told["target"],
+            "status": told["status"],
+            "reason": told["reason"].where(told["status"] == "open", None),
+            "since": (pd.Timestamp(at) - ago).where(told["status"] != "closed"),
+            "remaining_s": told["open_remaining_s"].where(told["status"] == "open", None),
+            "probing": told["probing"],
+            "at": at,
+        }
+    )
+    return _worst_first(frame)
+
+
+def _worst_first(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row a target, its worst status (open, then half-open, then closed)."""
+    if frame.empty:
+        return pd.DataFrame(columns=BREAKER_COLUMNS)
+    rank = frame["status"].map({"open": 2, "half_open": 1, "closed": 0})
+    worst = frame.assign(rank=rank).sort_values("rank", ascending=False, kind="stable")
+    worst = worst.drop_duplicates("target")  # the whole row: `first()` would mix rows' values
+    return worst[BREAKER_COLUMNS].sort_values("target").reset_index(drop=True)
 
 
 def target_health(
@@ -141,6 +173,7 @@ def target_health(
     known: Iterable[str] = (),
     drills: pd.DataFrame | None = None,
     primaries: Mapping[str, str] | None = None,
+    window: str = "last 5 min",
 ) -> pd.DataFrame:
     """Per target (provider/model) over `rollups`, the last five minutes, the worst first:
     down when half its attempts failed for reasons not the caller's or while its breaker is
@@ -148,8 +181,11 @@ def target_health(
     routes it is the primary of (`primaries`: route → primary target) went to backups (never
     down for that alone: its breaker may have closed a minute ago); idle with no attempt; else
     healthy. With its commonest failure (`failures`: failures_by_target over the same
-    minutes), its breaker (`breakers`: breaker_states) and any drill running on it (`drills`,
-    the drills snapshot). `known`: targets seen in the page's window, idle when quiet now."""
+    minutes), its breaker (`breakers`: BREAKER_COLUMNS, as of their own `at`) and any drill
+    running on it (`drills`, the drills snapshot, as of `now`). `known`: targets seen in the
+    page's window, idle when quiet now. The summary names the window of its figures
+    (`window`: "last 5 min: 12 of 12 attempts failed (…), 63 of 366 requests of support went
+    to backups"), apart from the breaker's state now."""
     columns = ["target", "status", "attempts", "fault_share", "top_error", "breaker", "summary"]
     running = _running_drills(drills, now)
     passed = _passed_over(rollups, primaries or {})
@@ -170,9 +206,9 @@ def target_health(
         else:
             status = "healthy" if attempts else "idle"
         top = _top_failure(failures, target) if faults else None
-        said = [_failing_text(faults, attempts, top)]
-        said += [_breaker_text(breaker.iloc[0], now)] if state != "closed" else []
-        said += [passed[target][1]] if target in passed else []
+        recent = [_failing_text(faults, attempts, top), *passed.get(target, ())[1:]]
+        said = [f"{window}: " + ", ".join(recent)]
+        said += [_breaker_text(breaker.iloc[0])] if state != "closed" else []
         said += running.get(target, [])
         share = faults / attempts if attempts else None
         rows.append(
@@ -246,18 +282,22 @@ def _running_drills(drills: pd.DataFrame | None, now: datetime) -> dict[str, lis
     return said
 
 
-def _breaker_text(breaker: pd.Series, now: datetime) -> str:
-    """ "breaker open (account) for 3 min, probe in 4 min"."""
+def _breaker_text(breaker: pd.Series) -> str:
+    """ "breaker open (account) for 3 min, next probe in 4 min", as of the row's `at`;
+    "breaker half-open, probe under way" only when the source knows a probe is out."""
     text = f"breaker {breaker['status'].replace('_', '-')}"
     if isinstance(breaker["reason"], str):
         text += f" ({_REASONS.get(breaker['reason'], breaker['reason'])})"
     if pd.notna(breaker["since"]):
-        text += f" for {duration(now - pd.Timestamp(breaker['since']))}"
+        text += f" for {duration(pd.Timestamp(breaker['at']) - pd.Timestamp(breaker['since']))}"
     if breaker["status"] == "half_open":
-        return text + ", probe under way"
-    if pd.notna(breaker["probe_at"]):
-        wait = pd.Timestamp(breaker["probe_at"]) - pd.Timestamp(now)
-        text += f", probe in {duration(wait)}" if wait.total_seconds() >= 1 else ", probe due"
+        probing = breaker["probing"]
+        if probing is None or pd.isna(probing):
+            return text
+        return text + (", probe under way" if probing else ", the next request probes")
+    if breaker["status"] == "open" and pd.notna(breaker["remaining_s"]):
+        wait = timedelta(seconds=float(breaker["remaining_s"]))
+        text += f", next probe in {duration(wait)}" if wait.total_seconds() >= 1 else ", probe due"
     return text
 
 
@@ -344,6 +384,18 @@ def serving_text(shares: pd.DataFrame, route: str) -> str:
         return "no answers"
     shown = {0: "<1"} | ({100: ">99"} if len(mine) > 1 else {})  # rounded, never all or none
     return ", ".join(f"{r.target} {shown.get(r.percent, r.percent)}%" for r in mine.itertuples())
+
+
+def serving_line(now: pd.DataFrame, recent: pd.DataFrame, route: str) -> str:
+    """Who serves `route` now (`now`: serving_shares of the answers of the last minute) beside
+    the last 5 min (`recent`), each share naming its window: "served by · now (last min):
+    claude/claude-haiku-4-5 100% · last 5 min: claude/claude-sonnet-4-5 60%,
+    claude/claude-haiku-4-5 40%"; one window said once when both read the same. 35 s into an
+    outage the 5 minutes are mostly the primary's: the minute says who took over."""
+    current, five = serving_text(now, route), serving_text(recent, route)
+    if current == five:
+        return f"served by {five} · now (last min) and last 5 min"
+    return f"served by · now (last min): {current} · last 5 min: {five}"
 
 
 # Failed attempts grouped as people name them; the order is the legend's.

@@ -1,13 +1,18 @@
 """Live: during an incident, which target is failing, since when, who serves each route now,
-what it costs, and who was told. The headline figures and the health lines are over the last
+what it costs, and who was told. One clock: every figure counts to the data's time (the
+scheduler's last cycle), said once at the top as "as of"; the breakers are the gateway's own,
+as of the moment they were read. The headline figures and the health lines are over the last
 5 min up to the data's time (rates over the exact time elapsed), each beside the same figure
-over the sidebar's window; the timelines cover the window, with incidents, alerts and drills
-marked and the bucket still being counted drawn lighter. Refreshes itself every 5 s; reads
-the published snapshots only (dashboard.data), never the DuckDB file."""
+over the sidebar's window, who serves a route now beside who served it over the 5 min; every
+figure names its window ("last 5 min", "in this incident so far", "this week"). The timelines
+cover the window, with incidents, alerts and drills marked and the bucket still being counted
+drawn lighter. Refreshes itself every 5 s; reads through dashboard.data only: the published
+snapshots (never the DuckDB file) and the breakers the gateway uses, falling back to the
+published breaker events, labelled with their age, when neither it nor its store answers."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -15,8 +20,10 @@ import streamlit as st
 
 from dashboard import charts, data, metrics, operator
 from dashboard.definitions import define
+from dashboard.live_breakers import LiveBreakers
 from dashboard.metrics import Span
 from engine.config.slo import target_text
+from engine.core.formats import format_latency
 from engine.core.money import format_change, format_usd
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
@@ -31,10 +38,6 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
-def _seconds(ms: float | None) -> str:
-    return "—" if ms is None else f"{ms / 1000:,.2f} s"
-
-
 def _per_hour(change: str) -> str:
     """ "saved $0.12/h"; "no difference" is no rate."""
     return change if change == "no difference" else f"{change}/h"
@@ -45,10 +48,32 @@ def _p99(span: Span) -> float | None:
     return float(latency["p99_ms"].iloc[0]) if len(latency) else None
 
 
-def _banners(v: data.View, alerts: pd.DataFrame, incidents: pd.DataFrame) -> None:
+def _as_of(v: data.View, as_of: datetime, told: LiveBreakers) -> None:
+    """The one clock of the page's figures, and the moment the breakers were read."""
+    breakers = (
+        f"breakers as {_told_by(told)} holds them at {v.clock(told.taken_at, True)} {v.tz.key}"
+        if told.source
+        else "breakers from the published events (the gateway could not be read)"
+    )
+    st.caption(
+        f"As of {v.clock(as_of, True)} {v.tz.key}: the time of the published data (the "
+        f"scheduler's last cycle), which every figure below counts to; {breakers}.",
+        help=define("as of"),
+    )
+
+
+def _told_by(told: LiveBreakers) -> str:
+    if told.source == "gateway":
+        return f"the gateway ({told.where})"
+    kind = "Redis" if told.source == "redis" else "the data folder's file"
+    return f"the breaker store the gateway uses ({kind}: {told.where})"
+
+
+def _banners(v: data.View, as_of: datetime, alerts: pd.DataFrame, incidents: pd.DataFrame) -> None:
     """The alerts firing, critical ones in red and the others in yellow, one box each, then
-    every ongoing incident: red only when requests failed (a fallback that carried everything
-    is a warning, and a saving never sits in a red box of its own)."""
+    every ongoing incident, its figures counted since it began: red only when requests failed
+    (a fallback that carried everything is a warning, and a saving never sits in a red box of
+    its own)."""
     firing = alerts[alerts["state"] == "firing"]
     for critical, box in ((True, st.error), (False, st.warning)):
         mine = firing[(firing["severity"] == "critical") == critical]
@@ -62,9 +87,10 @@ def _banners(v: data.View, alerts: pd.DataFrame, incidents: pd.DataFrame) -> Non
             head = f"**{len(lines)} {kind}{'s' if len(lines) > 1 else ''} firing**"
             box("\n".join([head, *lines]), icon=":material/notifications_active:")
     for incident in incidents[incidents["ended_at"].isna()].itertuples():
+        began = v.short(incident.started_at)
         (st.error if incident.failed else st.warning)(
-            f"**Ongoing incident** since {v.short(incident.started_at)}: "
-            + metrics.incident_summary(incident),
+            f"**Ongoing incident** since {began} · in this incident so far ({began}–"
+            f"{v.clock(as_of, True)} {v.tz.key}): " + metrics.incident_summary(incident),
             icon=":material/emergency:",
         )
 
@@ -81,8 +107,8 @@ def _headline(
          "requests"),
         ("Availability", _pct(now.availability), _pct(over.availability), "availability"),
         ("Fallback rate", _pct(now.fallback_rate), _pct(over.fallback_rate), "fallback rate"),
-        ("Latency p99", _seconds(now.latency_p99_ms),
-         _seconds(over.latency_p99_ms) + (" (worst hour)" if worst_hour else ""),
+        ("Latency p99", format_latency(now.latency_p99_ms),
+         format_latency(over.latency_p99_ms) + (" (worst hour)" if worst_hour else ""),
          "latency p50 / p95 / p99"),
         ("Cost/hour", format_usd(now.cost_per_hour), f"{format_usd(over.cost_per_hour)}/h",
          "cost"),
@@ -107,35 +133,66 @@ def _headline(
         )
 
 
-def _health(
-    v: data.View, recent: Span, minutes: pd.DataFrame, rollups: pd.DataFrame, drills: pd.DataFrame
-) -> None:
-    week = (v.now - timedelta(days=7)).replace(second=0, microsecond=0)
+def _breakers(v: data.View, as_of: datetime, told: LiveBreakers) -> tuple[pd.DataFrame, str]:
+    """The breakers as the gateway holds them, and where they come from; the published events
+    (as of the data's time) only when neither the gateway nor its store could be read, saying
+    so and how old they are."""
+    if told.source:
+        where = f"now, from {_told_by(told)} at {v.clock(told.taken_at, True)} {v.tz.key}"
+        if not told.shared:
+            where += " (one worker's: its breakers are not shared)"
+        if told.problems:
+            st.caption(f"Breakers: {'; '.join(told.problems)}.")
+        return metrics.told_breakers(told.breakers, told.taken_at), where
+    week = (as_of - timedelta(days=7)).replace(second=0, microsecond=0)
     events = data.query("breaker_events", since=week)
-    gone = (v.now - metrics.PROCESS_GONE_AFTER).replace(second=0, microsecond=0)
+    gone = (as_of - metrics.PROCESS_GONE_AFTER).replace(second=0, microsecond=0)
     alive = data.query("live_processes", since=gone)
-    breakers = metrics.breaker_states(events, set(alive.itertuples(index=False, name=None)), v.now)
+    breakers = metrics.breaker_states(events, set(alive.itertuples(index=False, name=None)), as_of)
+    age = metrics.duration(v.now - as_of)
+    said = f"from the published events as of {v.clock(as_of, True)} {v.tz.key}, {age} old"
+    st.warning(
+        f"Breakers: {'; '.join(told.problems)}. Shown {said}: they lag the gateway by a "
+        "scheduler cycle or more, and a breaker may have moved since.",
+        icon=":material/sync_problem:",
+    )
+    return breakers, said
+
+
+def _health(
+    v: data.View,
+    as_of: datetime,
+    recent: Span,
+    minutes: pd.DataFrame,
+    rollups: pd.DataFrame,
+    drills: pd.DataFrame,
+    told: LiveBreakers,
+) -> None:
+    breakers, where = _breakers(v, as_of, told)
     failures = data.query("failures_by_target", since=recent.start, until=recent.end)
     last = recent.of(minutes)
     seen = set(rollups["target"]) if len(rollups) else set()
     primaries = data.query("route_primaries")
     routes_primary = dict(zip(primaries["route"], primaries["target"], strict=True))
-    targets = metrics.target_health(last, breakers, failures, v.now, seen, drills, routes_primary)
+    targets = metrics.target_health(last, breakers, failures, as_of, seen, drills, routes_primary)
     routes, shares = metrics.route_status(last), metrics.serving_shares(last)
+    answers = data.query("served_between", since=as_of - metrics.MINUTE, until=as_of)
+    now = metrics.serving_shares(answers)
     left, right = st.columns(2)
     with left:
-        st.markdown("**Targets** · last 5 min; breakers now", help=define("target status"))
+        st.markdown(f"**Targets** · last 5 min; breakers {where}", help=define("target status"))
         for t in targets.itertuples():
             st.markdown(f":{STATUS_COLORS[t.status]}[● **{t.target}** {t.status}] · {t.summary}")
         if targets.empty:
             st.caption("No target has been called in this window.")
     with right:
-        st.markdown("**Routes** · last 5 min: who answered", help=define("served by"))
+        st.markdown("**Routes** · who answered, now and over the last 5 min",
+                    help=define("served by"))  # fmt: skip
         for r in routes.itertuples():
             st.markdown(
-                f":{STATUS_COLORS[r.status]}[● **{r.route}** {r.status}] · {r.requests:,} "
-                f"requests · fallback {_pct(r.fallback_rate)} · {r.failed:,} failed  \n"
-                f"served by {metrics.serving_text(shares, r.route)}"
+                f":{STATUS_COLORS[r.status]}[● **{r.route}** {r.status}] · last 5 min: "
+                f"{r.requests:,} requests · fallback {_pct(r.fallback_rate)} · {r.failed:,} "
+                f"failed  \n{metrics.serving_line(now, shares, r.route)}"
             )
         if routes.empty:
             st.caption("No requests in the last 5 minutes.")
@@ -162,8 +219,8 @@ def _left(s: Any) -> str:
         return "no request counted this week yet"
     failed = f"{int(s.failed):,} of {int(s.counted):,} requests failed"
     if s.budget_left < 0:
-        return f"budget overspent by {-s.budget_left:.0%} ({failed})"
-    left = f"{s.budget_left:.0%} of the budget left ({failed}"
+        return f"this week: budget overspent by {-s.budget_left:.0%} ({failed})"
+    left = f"this week: {s.budget_left:.0%} of the budget left ({failed}"
     if pd.isna(s.failures_left):
         return left + ")"
     more = max(0, int(s.failures_left))
@@ -244,7 +301,7 @@ def _markers(v: data.View, markers: pd.DataFrame) -> None:
 
 def _recent_failures(v: data.View, window: Span) -> None:
     failed = data.query("recent_attempts", since=window.start, outcome="error", limit=50)
-    st.markdown("**Recent failed attempts**, with the decision taken")
+    st.markdown(f"**Recent failed attempts** · {v.label}, the latest 50, with the decision taken")
     if failed.empty:
         st.caption("None in this window.")
         return
@@ -271,11 +328,13 @@ def live() -> None:
     alerts = data.query("alerts", since=window.start)
     incidents = data.query("incidents", since=window.start)
     drills = data.query("drills", since=window.start)
-    _banners(v, alerts, incidents)
+    told = data.breakers_now()
+    _as_of(v, as_of, told)
+    _banners(v, as_of, alerts, incidents)
     _headline(v, recent, window, minutes, rollups)
-    _health(v, recent, minutes, rollups, drills)
+    _health(v, as_of, recent, minutes, rollups, drills, told)
     _error_budgets(v, data.query("slo_status"))
-    _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, v.now))
+    _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, as_of))
     _recent_failures(v, window)
 
 

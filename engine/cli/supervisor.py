@@ -124,12 +124,21 @@ class Supervisor:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def start(self, name: str, command: list[str], *, essential: bool = True) -> Child:
+    async def start(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        essential: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> Child:
+        """`env`: variables the child gets beside this process's own."""
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name.replace(' ', '-')}.log"
         with log.open("ab") as output:  # the child keeps a descriptor of its own
             process = await asyncio.create_subprocess_exec(
                 *command,
+                env={**os.environ, **env} if env else None,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=output,
@@ -225,6 +234,9 @@ def _tail(path: Path, lines: int) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
+GATEWAY_URL_ENV = "SWITCHOVER_GATEWAY_URL"  # where the dashboard finds the gateway
+
+
 async def start_stack(
     sup: Supervisor,
     config: Path,
@@ -244,7 +256,9 @@ async def start_stack(
     sup.say(f"gateway on http://127.0.0.1:{gateway_port}/v1 (OpenAI and Anthropic SDKs)")
     if dashboard_port is not None:
         board = ("--host", dashboard_host, "--port", str(dashboard_port), "--config", str(config))
-        await sup.start("dashboard", switchover("dashboard", *board, *data))
+        # The Live page reads the breakers from this gateway (dashboard.live_breakers).
+        gateway = {GATEWAY_URL_ENV: f"http://127.0.0.1:{gateway_port}"}
+        await sup.start("dashboard", switchover("dashboard", *board, *data), env=gateway)
         sup.say(f"dashboard on http://{dashboard_host}:{dashboard_port}")
 
 

@@ -66,7 +66,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.core.attempt import Attempt
 from engine.runtime.switchover import Switchover
-from engine.state.breaker import BreakerState, BreakerStore, MemoryBreakerStore
+from engine.state.breaker import BreakerState, BreakerStore, MemoryBreakerStore, describe
 from engine.telemetry.recorder import Recorder
 
 log = logging.getLogger("switchover.gateway")
@@ -306,7 +306,7 @@ async def status_document(sw: Switchover) -> dict[str, Any]:
             for route in sw.config.routes.values()
         ],
         "breakers": {
-            target: _breaker(states.get(target, BreakerState()), now)
+            target: describe(states.get(target, BreakerState()), now)
             for target in sorted(targets | set(states))
         },
         "telemetry": telemetry_document(sw.recorder),
@@ -346,23 +346,6 @@ def breaker_store_kind(breakers: BreakerStore) -> str:
     if isinstance(breakers, MemoryBreakerStore):
         return "memory"
     return type(breakers).__name__.removesuffix("BreakerStore").lower()
-
-
-def _breaker(state: BreakerState, now: float) -> dict[str, Any]:
-    open_for = _remaining(state.open_until, now) if state.status == "open" else None
-    return {
-        "status": state.status,
-        "open_reason": state.open_reason,
-        "consecutive_failures": state.consecutive_failures,
-        "open_remaining_s": open_for,
-        # An open breaker whose time is up lets one probe through on the next request.
-        "probe_due": state.status == "open" and open_for == 0.0,
-        "cooling_remaining_s": _remaining(state.cooling_until, now) or None,
-    }
-
-
-def _remaining(until: float | None, now: float) -> float | None:
-    return None if until is None else round(max(0.0, until - now), 3)
 
 
 # --- /v1/models ----------------------------------------------------------------------------

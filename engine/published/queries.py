@@ -134,6 +134,19 @@ QUERIES: dict[str, Query] = {
         (RECENT_ATTEMPTS,),
         {"since": REQUIRED, "until": None},
     ),
+    # Who answered, per route and target, by the answers given in [since, until): the Live
+    # page's "now (last min)", exact to the second where the minute rollups are not.
+    "served_between": Query(
+        """
+        SELECT route, target, count(*) AS answered
+        FROM recent_attempts
+        WHERE served AND outcome = 'success' AND started_at >= $since
+          AND ($until IS NULL OR started_at < $until)
+        GROUP BY ALL ORDER BY route, target
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None},
+    ),
     "live_processes": Query(
         "SELECT DISTINCT host, process_id FROM recent_attempts WHERE started_at >= $since",
         (RECENT_ATTEMPTS,),

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from engine.core.errors import AttemptError, Decision, DrillFault
 
@@ -233,6 +233,32 @@ def _rate_exceeded(recent: tuple[tuple[float, int, int], ...], policy: BreakerPo
     total = sum(b[2] for b in recent)
     failures = sum(b[1] for b in recent)
     return total >= policy.min_volume and failures >= policy.failure_rate * total
+
+
+def describe(state: BreakerState, now: float) -> dict[str, Any]:
+    """A breaker as `/v1/status` tells it, at `now` on the clock of `state`'s times: the seconds
+    it stays open or cooling, whether a probe is out, and how long ago it (re)opened. Said here
+    once, for the gateway and for a reader of the shared store (the dashboard)."""
+    open_for = _remaining(state.open_until, now) if state.status == "open" else None
+    opened = state.opened_at if state.status != "closed" else None
+    return {
+        "status": state.status,
+        "open_reason": state.open_reason,
+        "consecutive_failures": state.consecutive_failures,
+        "open_remaining_s": open_for,
+        # An open breaker whose time is up lets one probe through on the next request.
+        "probe_due": state.status == "open" and open_for == 0.0,
+        # Half-open with its probe's lease running: a request is probing the target now.
+        "probing": state.status == "half_open"
+        and state.probe_until is not None
+        and now < state.probe_until,
+        "opened_s_ago": None if opened is None else round(max(0.0, now - opened), 3),
+        "cooling_remaining_s": _remaining(state.cooling_until, now) or None,
+    }
+
+
+def _remaining(until: float | None, now: float) -> float | None:
+    return None if until is None else round(max(0.0, until - now), 3)
 
 
 # --- storage ---------------------------------------------------------------------------------

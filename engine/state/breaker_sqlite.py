@@ -336,6 +336,35 @@ def check_usable(path: Path) -> str | None:
         store._close()
 
 
+def read_states(
+    path: Path, boot: Callable[[], float] = boot_epoch
+) -> dict[str, BreakerState] | None:
+    """The states in the file at `path`, read as a bystander does (the dashboard, beside the
+    gateway on this host): opened read-only, never created, prepared or emptied, so reading
+    never moves a breaker (SQLite may add the `-wal` and `-shm` files beside it, as any reader
+    of a WAL file does). Their times are this host's monotonic clock. None when there is no
+    such file or table, or when its times belong to another boot (a store opening it would
+    empty it: every breaker closed)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
+    except sqlite3.Error:
+        return None
+    try:
+        row = con.execute("SELECT value FROM meta WHERE name = 'boot_epoch'").fetchone()
+        if row is None or abs(float(row[0]) - boot()) > BOOT_TOLERANCE_S:
+            return None
+        columns = [r[1] for r in con.execute("PRAGMA table_info(breakers)")]
+        if columns != ["key", *FIELDS]:
+            return None
+        return {r[0]: _decode(r[1:]) for r in con.execute(_SELECT_ALL).fetchall()}
+    except (sqlite3.Error, ValueError, TypeError):
+        return None
+    finally:
+        con.close()
+
+
 # --- the stored form -------------------------------------------------------------------------
 
 

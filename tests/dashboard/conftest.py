@@ -6,12 +6,15 @@ straight into the store (EVAL_RUNS, EVAL_RESULTS, DRILLS, at minutes of the same
 from __future__ import annotations
 
 import json
+import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 import pytest
 from helpers.alert_harness import PRIMARY, World, config
+
+from dashboard.live_breakers import GATEWAY_URL_ENV
 
 MINUTES = 100
 OUTAGE = (70, 80)
@@ -78,6 +81,16 @@ def dataset(tmp_path_factory):
     finally:
         world.close()
     return world.paths, attempts, start
+
+
+@pytest.fixture(autouse=True)
+def no_gateway(monkeypatch):
+    """The gateway the Live page asks for its breakers: by default none (a port nothing
+    listens on), so that a gateway running on this machine's 8787 never reaches a test."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv(GATEWAY_URL_ENV, f"http://127.0.0.1:{port}")
 
 
 @pytest.fixture

@@ -115,10 +115,10 @@ def test_a_model_whose_key_was_revoked_is_down_with_its_error_and_its_breakers_n
     )  # fmt: skip
     assert health[HAIKU] == (
         "down",
-        "12 of 12 attempts failed (100%: authentication 401) · breaker open (account) for 3 "
-        "min, probe in 4 min",
+        "last 5 min: 12 of 12 attempts failed (100%: authentication 401) · breaker open "
+        "(account) for 3 min, next probe in 4 min",
     )
-    assert health[SONNET] == ("healthy", "none of 50 attempts failed")
+    assert health[SONNET] == ("healthy", "last 5 min: none of 50 attempts failed")
 
 
 def test_a_little_failing_is_degraded_and_half_failing_is_down():
@@ -134,7 +134,9 @@ def test_a_little_failing_is_degraded_and_half_failing_is_down():
         GPT: "degraded",
         SONNET: "healthy",
     }
-    assert health[GPT][1] == "6 of 100 attempts failed (6%: rate_limit 429)", "400s aside"
+    assert health[GPT][1] == "last 5 min: 6 of 100 attempts failed (6%: rate_limit 429)", (
+        "400s aside"
+    )
 
 
 def test_a_primary_its_routes_requests_skip_is_degraded_though_its_attempts_barely_fail():
@@ -150,19 +152,21 @@ def test_a_primary_its_routes_requests_skip_is_degraded_though_its_attempts_bare
                      primaries={"classify": GPT})  # fmt: skip
     assert health[GPT] == (
         "degraded",
-        "2 of 100 attempts failed (2%: rate_limit 429) · 20 of 100 requests of classify went "
-        "to backups",
+        "last 5 min: 2 of 100 attempts failed (2%: rate_limit 429), 20 of 100 requests of "
+        "classify went to backups",
     )
-    assert health[HAIKU] == ("healthy", "none of 20 attempts failed")
+    assert health[HAIKU] == ("healthy", "last 5 min: none of 20 attempts failed")
     rollups[1].update(requests=120, answered=120, answered_by_fallback=120)
     recovered = _health(rollups, primaries={"classify": GPT})
     assert recovered[GPT][0] == "degraded", "120 of 200 went to backups, yet it answers now"
     rollups[1]["drill_fallbacks"] = 120
     drilled = _health(rollups, primaries={"classify": GPT})
-    assert drilled[GPT] == ("healthy", "2 of 100 attempts failed (2%)")
+    assert drilled[GPT] == ("healthy", "last 5 min: 2 of 100 attempts failed (2%)")
 
 
 def test_a_breaker_holding_all_traffic_back_is_down_and_a_probing_one_degraded():
+    """From the events: each state counts from the change into it, and a half-open breaker
+    claims no probe (the events cannot say whether one is out)."""
     events = _events(
         (HAIKU, NOW - timedelta(seconds=50), "closed", "open", NOW + timedelta(seconds=15)),
         (SONNET, NOW - timedelta(minutes=2), "closed", "open", NOW - timedelta(seconds=30)),
@@ -172,13 +176,51 @@ def test_a_breaker_holding_all_traffic_back_is_down_and_a_probing_one_degraded()
     health = _health([_rollup(1, target=HAIKU, attempts=0)], events)
     assert health[HAIKU] == (
         "down",
-        "no attempts · breaker open (failures) for 50 s, probe in 15 s",
+        "last 5 min: no attempts · breaker open (failures) for 50 s, next probe in 15 s",
     )
-    assert health[SONNET] == (
-        "degraded",
-        "no attempts · breaker half-open for 2 min, probe under way",
-    )
+    assert health[SONNET] == ("degraded", "last 5 min: no attempts · breaker half-open for 30 s")
     assert health[GPT][1].endswith("for 9 min, probe due"), "its time has come: the next request"
+
+
+def _told(*rows: tuple) -> pd.DataFrame:
+    """Breakers as the gateway's /v1/status tells them: (target, status, reason, open
+    remaining s, probing, opened s ago)."""
+    columns = ["target", "status", "reason", "open_remaining_s", "probe_due", "probing",
+               "opened_s_ago"]  # fmt: skip
+    return pd.DataFrame(
+        [(t, st, r, left, left == 0.0, probing, ago) for t, st, r, left, probing, ago in rows],
+        columns=columns,
+    ).astype({"probing": object})
+
+
+def test_the_gateways_breakers_are_told_as_of_their_reading_with_the_seconds_left():
+    """The gateway says open, 17 s left, reopened 13 s ago by a failed probe: so does the
+    page, however long the outage has lasted; a half-open breaker says whether its probe is
+    out; a closed one says nothing."""
+    read_at = NOW + timedelta(seconds=2)  # read after the data's time: its own clock
+    told = figures.told_breakers(
+        _told(
+            (SONNET, "open", "probe", 17.2, False, 13.0),
+            (HAIKU, "half_open", "failures", None, True, 31.0),
+            (GPT, "half_open", "failures", None, False, 45.0),
+            ("claude/m", "closed", None, None, False, None),
+        ),
+        read_at,
+    )
+    assert set(told["at"]) == {read_at}
+    health = figures.target_health(pd.DataFrame([_rollup(1, target=SONNET, attempts=0)]), told,
+                                   _failures(), NOW)  # fmt: skip
+    said = {r.target: (r.status, r.summary) for r in health.itertuples()}
+    assert said[SONNET] == (
+        "down",
+        "last 5 min: no attempts · breaker open (probe failed) for 13 s, next probe in 17 s",
+    )
+    assert said[HAIKU] == (
+        "degraded",
+        "last 5 min: no attempts · breaker half-open for 31 s, probe under way",
+    )
+    assert said[GPT][1].endswith("breaker half-open for 45 s, the next request probes")
+    assert said["claude/m"] == ("idle", "last 5 min: no attempts")
 
 
 def test_a_breaker_of_a_process_gone_quiet_is_left_out():
@@ -193,8 +235,8 @@ def test_a_target_seen_in_the_window_but_not_called_now_is_idle_and_a_drill_is_n
     ])  # fmt: skip
     health = _health([_rollup(1, target=SONNET, attempts=4)], known={GPT}, drills=drills)
     assert health == {
-        GPT: ("idle", "no attempts · drill on support, 6 min left"),
-        SONNET: ("healthy", "none of 4 attempts failed"),
+        GPT: ("idle", "last 5 min: no attempts · drill on support, 6 min left"),
+        SONNET: ("healthy", "last 5 min: none of 4 attempts failed"),
     }
 
 
@@ -223,7 +265,27 @@ def test_a_target_that_answered_a_few_is_never_shown_at_0_or_the_others_at_100_p
     )
     health = _health([_rollup(1, target=GPT, attempts=341, ambiguous_faults=1)],
                      failures=[(GPT, "ambiguous", "read_timeout", None, 1)])  # fmt: skip
-    assert health[GPT] == ("healthy", "1 of 341 attempts failed (<1%: read_timeout)")
+    assert health[GPT] == ("healthy", "last 5 min: 1 of 341 attempts failed (<1%: read_timeout)")
+
+
+def test_who_serves_now_is_said_beside_the_last_5_min_each_naming_its_window():
+    """35 s into an outage: the five minutes are still mostly the primary's, the last minute
+    is the backup's alone; once the two agree, one share names both windows."""
+    five = figures.serving_shares(pd.DataFrame([
+        _rollup(1, target=SONNET, answered=48), _rollup(0, target=HAIKU, answered=6),
+    ]))  # fmt: skip
+    now = figures.serving_shares(pd.DataFrame([{"route": "support", "target": HAIKU,
+                                                "answered": 6}]))  # fmt: skip
+    assert figures.serving_line(now, five, "support") == (
+        f"served by · now (last min): {HAIKU} 100% · last 5 min: {SONNET} 89%, {HAIKU} 11%"
+    )
+    assert figures.serving_line(now, now, "support") == (
+        f"served by {HAIKU} 100% · now (last min) and last 5 min"
+    )
+    nothing = figures.serving_shares(pd.DataFrame(columns=["route", "target", "answered"]))
+    assert figures.serving_line(nothing, five, "support").startswith(
+        "served by · now (last min): no answers · last 5 min: "
+    )
 
 
 @pytest.mark.parametrize(

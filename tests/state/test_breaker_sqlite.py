@@ -30,7 +30,7 @@ from engine.state.breaker import (
     ProviderFailure,
     RateLimit,
 )
-from engine.state.breaker_sqlite import BUSY_DELAYS_S, SQLiteBreakerStore
+from engine.state.breaker_sqlite import BUSY_DELAYS_S, SQLiteBreakerStore, read_states
 from simulations.fakes import FakeTransport
 
 KEY = "gpt/primary"
@@ -156,6 +156,24 @@ async def test_a_lock_held_past_the_busy_delays_answers_that_call_from_memory(
     assert store.shared, "a busy file is not an unusable one"
     assert f"locked by another process for {sum(BUSY_DELAYS_S):.1f} s" in caplog.text
     assert (await store.snapshot(KEY)).consecutive_failures == 0, "the file did not see it"
+
+
+async def test_a_bystander_reads_the_states_without_moving_a_breaker(stores, tmp_path):
+    """`read_states` (the dashboard's look beside the gateway) never admits, prepares or
+    empties: a lapsed open breaker stays open for the workers, and a file of another boot or
+    no file at all reads as nothing, leaving the file as it was."""
+    clock = VirtualClock()
+    path = tmp_path / "state" / "breakers.sqlite"
+    assert read_states(path) is None, "no file: nothing, and none created"
+    assert not path.exists()
+    (worker,) = stores(1, path, boot=lambda: 1_000_000.0)
+    await trip(worker, clock)
+    clock.advance(POLICY.cooldown_s + 1)  # its time is up: the next admit would half-open it
+    read = read_states(path, boot=lambda: 1_000_000.2)
+    assert read is not None and read[KEY].status == "open"
+    assert read[KEY].open_until is not None and read[KEY].open_until < clock.now()
+    assert read_states(path, boot=lambda: 1_003_600.0) is None, "another boot's times"
+    assert (await worker.snapshot(KEY)) == read[KEY], "the file holds what it held"
 
 
 async def test_a_file_of_another_boot_is_forgotten(stores, tmp_path):
