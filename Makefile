@@ -51,5 +51,10 @@ bench-venv: $(BENCH_STAMP) ## Create bench/.venv-litellm with LiteLLM, the bench
 bench: install bench-venv ## Measure the engine (against LiteLLM), outages, the gateway and the telemetry (writes docs/benchmarks.md)
 	$(PY) -m bench
 
-clean: ## Remove the virtual environments and runtime data
-	rm -rf $(VENV) $(BENCH_VENV) data/spool data/published data/reports data/*.duckdb
+# The files of data/ that are tracked (git ls-files data/); `clean` removes everything else there,
+# whatever the product or the demo wrote (tests/test_make_clean.py keeps this list true).
+DATA_KEEP := demo.toml demo-cases.toml
+
+clean: ## Remove the virtual environments and runtime data (all of data/ but the files shipped there)
+	rm -rf $(VENV) $(BENCH_VENV)
+	test ! -d data || find data -mindepth 1 -maxdepth 1 $(foreach f,$(DATA_KEEP),! -name '$(f)') -exec rm -rf {} +

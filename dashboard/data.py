@@ -1,9 +1,10 @@
-"""The dashboard's reads: the published snapshots only (never the .duckdb file), through one
-`PublishedData` per process and a short cache, plus what the sidebar chose (window, timezone).
+"""The dashboard's reads: the published snapshots (never the .duckdb file), through one
+`PublishedData` per process and a short cache; the breakers as the gateway holds them now
+(dashboard.live_breakers); plus what the sidebar chose (window, timezone).
 
 Query parameters are rounded to the minute before they key the cache, so the reruns of one
 minute (a refresh every 5 s, several users) share results; the cache lives 5 s, the pace of
-the scheduler's cycle.
+the scheduler's cycle. The breakers are read afresh at most every BREAKERS_TTL_S.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import streamlit as st
 
+from dashboard import live_breakers
+from dashboard.auth import CONFIG_ENV
+from engine.config import Config, load_config
+from engine.core.errors import ConfigError
+from engine.core.formats import MISSING, format_latency
 from engine.core.paths import DataPaths
 from engine.published.read import PublishedData
 
@@ -35,6 +41,8 @@ TIMEZONES = (
     *("Europe/Berlin", "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney"),
 )
 REFRESH_S = 5
+# Several users (and the reruns of one) share a reading this young; each refresh gets a new one.
+BREAKERS_TTL_S = 2
 # `switchover up --demo` writes this file into its data folder (simulations.demo.DEMO_MARKER).
 DEMO_MARKER = "DEMO"
 
@@ -59,6 +67,37 @@ def _query(directory: str, name: str, **params: Any) -> pd.DataFrame:
 
 def query(name: str, **params: Any) -> pd.DataFrame:
     return _query(str(data_paths().published), name, **params)
+
+
+def configuration() -> Config | None:
+    """The configuration the gateways read (SWITCHOVER_CONFIG, which `switchover dashboard
+    --config` sets), read again when the file changes; None without one."""
+    path = os.environ.get(CONFIG_ENV)
+    if not path or not Path(path).exists():
+        return None
+    return load_configuration(path, Path(path).stat().st_mtime_ns)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def load_configuration(path: str, mtime_ns: int) -> Config:
+    """The configuration at `path` (`mtime_ns` keys the cache: a changed file is read again);
+    raises ConfigError."""
+    return load_config(path)
+
+
+def breakers_now() -> live_breakers.LiveBreakers:
+    """Every breaker as the gateway holds it now, or why it could not be read."""
+    try:
+        config = configuration()
+    except ConfigError:
+        config = None  # the operator panel says what is wrong with it
+    redis_url = config.state.redis_url if config is not None else None
+    return _breakers_now(str(data_paths().root), redis_url, live_breakers.gateway_url(os.environ))
+
+
+@st.cache_data(ttl=BREAKERS_TTL_S, show_spinner=False, max_entries=16)
+def _breakers_now(root: str, redis_url: str | None, url: str) -> live_breakers.LiveBreakers:
+    return live_breakers.read(DataPaths(Path(root)), redis_url, os.environ)
 
 
 def manifest() -> dict[str, Any]:
@@ -95,7 +134,7 @@ class View:
 
     def stamp(self, when: Any) -> str:
         if when is None or pd.isna(when):
-            return "—"
+            return MISSING
         return pd.Timestamp(when).tz_convert(self.tz).strftime("%Y-%m-%d %H:%M")
 
     def short(self, when: Any) -> str:
@@ -109,23 +148,28 @@ class View:
 
     def table(self, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
         """`columns` of `frame` as a person reads them in a table: times in the chosen zone to
-        the second ("2026-12-01 13:58:38"), whole numbers without ".0", and "—" wherever a
-        value is missing, never None, nan or <NA>. The zone is in the page's caption or the
-        column's name."""
+        the second ("2026-12-01 13:58:38"), latencies (a column named "…_ms") as
+        engine.core.formats writes them ("1,102 ms"), whole numbers without ".0", and "—"
+        wherever a value is missing, never None, nan or <NA>. A column that misses a value is
+        text throughout, so that none mixes numbers and "—" (Arrow cannot carry that). The
+        zone is in the page's caption or the column's name."""
         shown = {}
         for name in columns:
             column = frame[name]
             if pd.api.types.is_datetime64_any_dtype(column):
                 local = self.local(column).dt.strftime("%Y-%m-%d %H:%M:%S")
-                shown[name] = local.astype(object).where(column.notna(), "—")
+                shown[name] = local.astype(object).where(column.notna(), MISSING)
+            elif name.endswith("_ms") and pd.api.types.is_numeric_dtype(column):
+                shown[name] = column.map(format_latency)
             elif pd.api.types.is_bool_dtype(column) or not column.isna().any():
                 shown[name] = column
             elif pd.api.types.is_numeric_dtype(column):
                 known = column.dropna()
-                said = known.map("{:.0f}".format) if known.eq(known.round()).all() else known
-                shown[name] = said.astype(object).reindex(column.index, fill_value="—")
+                whole = known.eq(known.round()).all()
+                said = known.map("{:,.0f}".format if whole else "{:,.2f}".format)
+                shown[name] = said.astype(object).reindex(column.index, fill_value=MISSING)
             else:
-                shown[name] = column.astype(object).where(column.notna(), "—")
+                shown[name] = column.astype(object).where(column.notna(), MISSING)
         return pd.DataFrame(shown, index=frame.index)
 
 

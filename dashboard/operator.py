@@ -27,7 +27,6 @@ import streamlit as st
 from dashboard import data, sign_in
 from dashboard.auth import CONFIG_ENV
 from engine.alerts.silences import request_silence
-from engine.config import Config, load_config
 from engine.core.clock import SystemClock
 from engine.core.errors import ConfigError
 from engine.runtime.build import build_switches
@@ -95,18 +94,12 @@ def keeper() -> Keeper:
     if not path or not Path(path).exists():
         return local
     try:
-        config = _config(path, Path(path).stat().st_mtime_ns)
+        config = data.load_configuration(path, Path(path).stat().st_mtime_ns)
     except ConfigError as error:
         return Keeper(local.build, local.routes, local.where, problem=str(error))
     routes = {name: tuple(t.name for t in r.targets) for name, r in config.routes.items()}
     where = "Redis ([state] redis_url)" if config.state.redis_url else local.where
     return Keeper(lambda: build_switches(config, paths, SystemClock()), routes, where)
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _config(path: str, mtime_ns: int) -> Config:
-    """The configuration, read again when the file changes (`mtime_ns` keys the cache)."""
-    return load_config(path)
 
 
 def _seen_routes() -> dict[str, tuple[str, ...]]:

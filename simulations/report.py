@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 
+from engine.core.formats import format_latency, format_latency_change
 from engine.core.money import (
     column_digits,
     digits_for,
@@ -184,7 +185,7 @@ def headroom_warnings(comparison: Comparison, tz: tzinfo = UTC) -> list[str]:
 def latency_text(change: LatencyChange | None) -> str:
     if change is None:
         return "—"
-    return "≈ 0" if change.ms is None else f"{change.ms:+,.0f} ms"
+    return "≈ 0" if change.ms is None else format_latency_change(change.ms)
 
 
 def headroom_text(h: Headroom) -> str:
@@ -300,7 +301,7 @@ def _added(comparison: Comparison, run: RunResult, which: str) -> str:
 
 
 def _ms(q: object) -> str:
-    return "—" if q is None else f"{q.ms:,.0f} ms"  # type: ignore[attr-defined]
+    return format_latency(None if q is None else q.ms)  # type: ignore[attr-defined]
 
 
 def _rate(run: RunResult) -> str:

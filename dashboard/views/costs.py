@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import budgets_panel, charts, data
+from dashboard import budgets_panel, charts, data, widgets
 from dashboard.cost_parts import premium_parts, usd_column
 from dashboard.definitions import define
 from dashboard.metrics import cost_by, cost_summary, token_mix
@@ -55,8 +55,8 @@ if summary.unpriced_models:
         icon=":material/money_off:",
     )
 
-by = st.segmented_control("Split by", list(DIMENSIONS), default="Route", key="cost_split")
-column = DIMENSIONS[by or "Route"]
+by = widgets.one_of("Split by", list(DIMENSIONS), default="Route", key="cost_split")
+column = DIMENSIONS[by]
 local = rollups.assign(bucket=v.local(rollups["bucket"]))
 left, right = st.columns(2)
 left.plotly_chart(

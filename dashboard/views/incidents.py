@@ -11,7 +11,7 @@ from datetime import timedelta
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, data, operator
+from dashboard import charts, data, operator, widgets
 from dashboard.cost_parts import extra_cost_parts, usd_column
 from dashboard.definitions import define
 from dashboard.metrics import incident_table, traffic_by_target
@@ -36,8 +36,8 @@ v = data.view()
 if not data.manifest():
     data.empty_state()
     st.stop()
-span = st.segmented_control("Since", list(RANGES), default="7 d", key="incident_range")
-since = (v.now - RANGES[span or "7 d"]).replace(second=0, microsecond=0)
+span = widgets.one_of("Since", list(RANGES), default="7 d", key="incident_range")
+since = (v.now - RANGES[span]).replace(second=0, microsecond=0)
 
 incidents = data.query("incidents", since=since)
 st.subheader("Incidents")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import charts, data, readiness_metrics
 from dashboard.definitions import define
+from engine.core.formats import format_latency
 
 st.title("Readiness")
 st.caption(
@@ -56,7 +57,10 @@ else:
         st.warning(sentence, icon=":material/report:")
     targets = readiness_metrics.target_table(run, primary)
     st.dataframe(
-        targets.assign(cost_usd=targets["cost_usd"].map(readiness_metrics.cost_text)),
+        targets.assign(
+            cost_usd=targets["cost_usd"].map(readiness_metrics.cost_text),
+            latency_p50_ms=targets["latency_p50_ms"].map(format_latency),
+        ),
         hide_index=True,
         width="stretch",
         column_config={
@@ -64,7 +68,7 @@ else:
                 "pass rate", format="percent", help=define("pass rate")
             ),
             "passed": st.column_config.TextColumn("passed / cases"),
-            "latency_p50_ms": st.column_config.NumberColumn("p50 latency (ms)", format="%.0f"),
+            "latency_p50_ms": st.column_config.TextColumn("p50 latency"),
             "cost_usd": st.column_config.TextColumn(
                 "cost of the run", help=define("cost of an eval run")
             ),
@@ -78,7 +82,12 @@ else:
         if failed.empty:
             st.caption("Every case passed on every target.")
         else:
-            st.dataframe(failed, hide_index=True, width="stretch")
+            st.dataframe(
+                failed.assign(latency_ms=failed["latency_ms"].map(format_latency)),
+                hide_index=True,
+                width="stretch",
+                column_config={"latency_ms": "latency"},
+            )
     past = readiness_metrics.history(scores)
     left, right = st.columns(2)
     left.plotly_chart(charts.pass_rates(run, latest.min_pass_rate), width="stretch")
@@ -109,7 +118,7 @@ if drill is not None:
         f"Latest drill report: **{drill.target}** made to fail from "
         f"{v.stamp(drill.started_at)} for {took}, requested by {drill.requested_by}."
     )
-    cells = st.columns(6)
+    cells = [*st.columns(3), *st.columns(3)]  # three a row: room for "cost $0.0022 more"
     served = readiness_metrics.count_text(drill.served_by_backups)
     requests = readiness_metrics.count_text(drill.requests)
     opened = readiness_metrics.seconds_text(drill.breaker_opened_after_s)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, widgets
 from engine.config import load_config
 from engine.config.alerting import parse_duration
 from engine.core.errors import ConfigError
@@ -320,14 +320,11 @@ st.caption(
 )
 v = data.view()
 root = data.data_paths().root
-source = (
-    st.segmented_control(
-        "Scenario from",
-        SOURCES,
-        key="whatif_source",
-        default="an incident" if st.query_params.get("incident") else "the library",
-    )
-    or "the library"
+source = widgets.one_of(
+    "Scenario from",
+    SOURCES,
+    default="an incident" if st.query_params.get("incident") else "the library",
+    key="whatif_source",
 )
 config_path = None if source == "the library" else _config_path()
 if source != "the library" and config_path is None:
@@ -371,9 +368,8 @@ extra = cols[0].text_input(
     placeholder="groq/llama-3.3-70b-versatile",
     key="whatif_extra",
 )
-scale_label = (
-    cols[1].segmented_control("Traffic", list(SCALES), default="100 %", key="whatif_scale")
-    or "100 %"
+scale_label = widgets.one_of(
+    "Traffic", list(SCALES), default="100 %", key="whatif_scale", where=cols[1]
 )
 scale = SCALES[scale_label]
 candidates = [*backups, *([extra.strip()] if extra.strip() else [])]

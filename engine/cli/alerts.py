@@ -99,6 +99,7 @@ def alerts_list(
     """What is firing, and what fired lately (from the published snapshots)."""
     from datetime import UTC, datetime, timedelta
 
+    from engine.core.formats import format_moment
     from engine.core.paths import DataPaths
     from engine.published.read import PublishedData
 
@@ -119,9 +120,10 @@ def alerts_list(
         typer.echo("no alerts")
         return
     for row in alerts.itertuples():
-        when = f"{row.fired_at:%Y-%m-%d %H:%M}"
+        when = format_moment(row.fired_at)
         if row.state == "resolved":
-            when += f" → {row.resolved_at:%H:%M}"
+            when += f" → {row.resolved_at.astimezone(UTC):%H:%M}"
+        when += " UTC"
         mute = " (silenced)" if row.silenced else ""
         color = "red" if row.state == "firing" else None
         typer.secho(f"{row.state:<8} {row.severity:<8} {when}  {row.summary}{mute}", fg=color)

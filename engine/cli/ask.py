@@ -9,9 +9,10 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.common import ConfigOption
+from engine.cli.common import ConfigOption, DataDirOption, running_config
 from engine.cli.common import fail as _fail
 from engine.core.errors import ChainError, ConfigError
+from engine.core.formats import format_latency
 
 
 def check_config(config: ConfigOption = Path("switchover.toml")) -> None:
@@ -41,13 +42,15 @@ def ask(
     config: ConfigOption = Path("switchover.toml"),
     stream: Annotated[bool, typer.Option(help="Stream the answer as it arrives.")] = False,
     max_tokens: Annotated[int | None, typer.Option(help="Cap the answer's length.")] = None,
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Send one prompt through a route and show who answered and every attempt."""
+    """Send one prompt through a route and show who answered and every attempt (without -c
+    and ./switchover.toml: through the routes of the demo running on the data folder)."""
     from engine.core.messages import MessageEnd, StreamError, StreamStart, TextDelta
     from engine.runtime.switchover import Switchover
 
     try:
-        sw = Switchover.from_file(config)
+        sw = Switchover.from_file(running_config(config, data_dir))
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
@@ -85,7 +88,7 @@ def _show_attempts(attempts: tuple) -> None:
             detail += f" ({a.http_status})"
         typer.secho(
             f"  #{a.attempt_number} {a.target:<40} {a.outcome:<9} {a.decision:<14} "
-            f"{a.latency_ms:7.0f} ms {detail}",
+            f"{format_latency(a.latency_ms):>9} {detail}",
             err=True,
             fg=typer.colors.GREEN if a.served else typer.colors.YELLOW,
         )

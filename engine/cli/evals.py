@@ -80,20 +80,19 @@ def eval_command(
 
 
 def _show(run: Any) -> None:
+    from engine.core.formats import format_latency
     from engine.core.money import column_digits, format_usd
 
     minimum = f"{run.min_pass_rate * 100:g} %"
     typer.echo(f"Route {run.route}: {run.cases} cases per target, minimum pass rate {minimum}\n")
-    header = (
-        f"{'target':<40} {'passed':>8} {'pass rate':>9} {'p50 ms':>8} {'p95 ms':>8} {'cost':>10}"
-    )
+    header = f"{'target':<40} {'passed':>8} {'pass rate':>9} {'p50':>9} {'p95':>9} {'cost':>10}"
     typer.echo(header)
     digits = column_digits(s.cost_usd for s in run.summaries() if s.cost_usd is not None)
     for s in run.summaries():
         cost = "unpriced" if s.cost_usd is None else format_usd(s.cost_usd, digits)
         line = (
             f"{s.target:<40} {f'{s.passed}/{s.cases}':>8} {f'{s.pass_rate * 100:.0f} %':>9} "
-            f"{_ms(s.p50_ms):>8} {_ms(s.p95_ms):>8} {cost:>10}"
+            f"{format_latency(s.p50_ms):>9} {format_latency(s.p95_ms):>9} {cost:>10}"
         )
         if not s.meets_minimum:
             typer.secho(f"{line}  BELOW {minimum}", fg=typer.colors.RED)
@@ -108,10 +107,6 @@ def _show(run: Any) -> None:
             typer.echo(f"  {r.case_name}: {r.reason}")
         if len(failed) > FAILURES_SHOWN:
             typer.echo(f"  … and {len(failed) - FAILURES_SHOWN} more (all in the written run)")
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}"
 
 
 def _summary_json(s: Any) -> dict[str, Any]:

@@ -3,21 +3,24 @@ incident, for every route or one, and back on.
 
 The switch goes where the gateways read it: Redis when `[state] redis_url` is set (every host),
 else the data folder's `control/targets.json` (every process of this machine). The same switches
-as the gateway's `POST /admin/targets/disable`.
+as the gateway's `POST /admin/targets/disable`. Without -c and ./switchover.toml, on the routes
+of the demo running on the data folder (engine.cli.common.running_config).
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from engine.cli.common import ConfigOption, DataDirOption
+from engine.cli.common import ConfigOption, DataDirOption, running_config
 from engine.cli.common import fail as _fail
 from engine.core.errors import ConfigError
+from engine.core.formats import format_moment
 
 targets_app = typer.Typer(
     help="Turn targets off and on by hand (operator switches).",
@@ -76,13 +79,19 @@ def targets_list(
     for e in entries:
         where = f"route {e['route']}" if e["route"] else "every route"
         why = f": {e['reason']}" if e["reason"] else ""
+        since = _moment(e["since"])
         if e.get("kind") == "drill":
             typer.echo(
                 f"{e['target']}  under drill {e['drill_id']} on {where} since "
-                f"{e['since']} until {e['until']} by {e['by']}"
+                f"{since} until {_moment(e['until'])} by {e['by']}"
             )
         else:
-            typer.echo(f"{e['target']}  disabled for {where} since {e['since']} by {e['by']}{why}")
+            typer.echo(f"{e['target']}  disabled for {where} since {since} by {e['by']}{why}")
+
+
+def _moment(stamp: str) -> str:
+    """A switch's time (ISO, as stored) as people read it: "Wed 2 Dec 18:53 UTC"."""
+    return format_moment(datetime.fromisoformat(stamp), named=True)
 
 
 def _open(
@@ -94,7 +103,7 @@ def _open(
     from engine.runtime.build import build_switches
 
     try:
-        config = load_config(config_path)
+        config = load_config(running_config(config_path, data_dir))
     except ConfigError as exc:
         raise _fail(str(exc)) from None
     if route is not None and route not in config.routes:

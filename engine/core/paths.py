@@ -95,6 +95,13 @@ class DataPaths:
         return self.root / "state" / "breakers.sqlite"
 
     @property
+    def demo_config(self) -> Path:
+        """The configuration `switchover up --demo` runs on: the demo routes on that run's fake
+        providers (simulations.demo), for the commands run beside it (`switchover ask`,
+        `switchover targets`)."""
+        return self.root / "demo-runtime.toml"
+
+    @property
     def logs(self) -> Path:
         """The output of the processes `switchover up` starts, one file per process, so that
         its console says only what changed (engine.cli.supervisor)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+from engine.core.formats import format_moment
+
 __all__ = ["day_span", "duration", "moment", "week_days"]
 
 
@@ -36,9 +38,9 @@ def week_days(start: datetime, end: datetime) -> str:
 
 
 def moment(at: datetime) -> str:
-    """ "Wed 25 Nov 13:01": the weekday, day, month and minute, in UTC (the report's zone)."""
-    at = _utc(at)
-    return f"{at:%a} {at.day} {at:%b %H:%M}"
+    """ "Wed 25 Nov 13:01": the weekday, day, month and minute, in UTC (the report's zone), as
+    every moment a person reads is written (engine.core.formats)."""
+    return format_moment(at)
 
 
 def duration(seconds: float) -> str:

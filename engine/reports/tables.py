@@ -5,7 +5,10 @@ strings, shares as fractions, times in ISO 8601, a missing value empty).
 A whole shown beside its parts (spend and the routes', providers' and models' costs; the extra
 cost of fallbacks and its price difference, cache loss and re-warm) is rounded with
 engine.core.money.format_parts, so that the parts as shown add up to the whole as shown. A missing
-value reads "—", never None or NaN.
+value reads "—", never None or NaN, and a column that can miss a value is text throughout (an
+HTTP status "529", a drill's "30" requests), so that no column mixes numbers and "—": the Reports
+page shows the frames as they are. Latencies, moments and changes read as engine.core.formats
+writes them ("1,100 ms", "Wed 25 Nov 13:01", "+59%").
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from typing import Any
 import pandas as pd
 
 from engine.core.fault_families import describe
+from engine.core.formats import MISSING, format_latency, format_share_change
 from engine.core.money import format_change, format_parts, format_usd
 from engine.reports.content import NANO, RouteWeek, WeekReport
 from engine.reports.dates import duration, moment
 from engine.reports.headline import pct
 from engine.reports.summary import fallback_parts
 
-MISSING = "—"
 # A failed attempt's fault as people read it (attempts.fault_kind).
 FAULTS = {
     "provider": "provider",
@@ -155,6 +158,14 @@ def _all_routes(report: WeekReport) -> RouteWeek:
     return RouteWeek(route="all routes", cost_usd=report.total_cost, **sums)
 
 
+def _whole(value: Any, raw: bool) -> int | str:
+    """A whole number that may be missing: the number for the CSV (empty when missing), text
+    for people ("1,234", "529", "—"), so that its column never mixes the two."""
+    if missing(value):
+        return "" if raw else MISSING
+    return int(value) if raw else f"{int(value):,}"
+
+
 def _share(value: float | None, raw: bool, digits: int = 2) -> Any:
     if raw:
         return value
@@ -198,12 +209,17 @@ def _costs(report: WeekReport, dimension: str, raw: bool) -> pd.DataFrame:
     )
     per_day = report.previous is not None and not (report.coverage.whole and report.previous.whole)
     change = "change a day" if per_day else "change"
+
+    def changed(cost: Decimal, before: Decimal) -> Any:
+        fraction = report.change(cost, before)
+        return fraction if raw else format_share_change(fraction)
+
     rows = [
         {
             dimension: line.name,
             "cost": raw_usd(line.cost_usd) if raw else now[line.name],
             "week before": raw_usd(line.previous_usd) if raw else before[line.name],
-            change: _share(report.change(line.cost_usd, line.previous_usd), raw, 0),
+            change: changed(line.cost_usd, line.previous_usd),
         }
         for line in lines
     ]
@@ -212,7 +228,7 @@ def _costs(report: WeekReport, dimension: str, raw: bool) -> pd.DataFrame:
             dimension: "all",
             "cost": raw_usd(report.total_cost) if raw else total,
             "week before": raw_usd(report.previous_cost) if raw else previous,
-            change: _share(report.change(report.total_cost, report.previous_cost), raw, 0),
+            change: changed(report.total_cost, report.previous_cost),
         }
     )
     return pd.DataFrame(rows)
@@ -285,9 +301,7 @@ def _failures(report: WeekReport, raw: bool) -> pd.DataFrame:
             {
                 "provider": f.provider,
                 "failure": f.error_class,
-                "HTTP status": ("" if raw else MISSING)
-                if missing(f.http_status)
-                else int(f.http_status),
+                "HTTP status": _whole(f.http_status, raw),  # none: a reset, a read timeout
                 "whose fault": f.fault_kind if raw else FAULTS.get(f.fault_kind, f.fault_kind),
                 "attempts": int(f.attempts),
             }
@@ -313,9 +327,6 @@ def _drills(report: WeekReport, raw: bool) -> pd.DataFrame:
 
 def _drill_row(d: Any, raw: bool, until: datetime) -> dict[str, Any]:
     blank = "" if raw else MISSING
-
-    def count(value: Any) -> int | str:
-        return blank if missing(value) else int(value)
 
     def seconds(value: Any, reported: bool, never: str) -> float | str:
         if missing(value):
@@ -343,9 +354,9 @@ def _drill_row(d: Any, raw: bool, until: datetime) -> dict[str, Any]:
         "duration": round(lasted, 3) if raw else duration(max(0.0, lasted)) + running,
         "status": d.status,
         "verdict": blank if missing(d.verdict) else d.verdict,
-        "requests": count(d.requests),
-        "served by backups": count(d.served_by_backups),
-        "failed": count(d.failed),
+        "requests": _whole(d.requests, raw),
+        "served by backups": _whole(d.served_by_backups, raw),
+        "failed": _whole(d.failed, raw),
         "breaker opened after": seconds(d.breaker_opened_after_s, reported, "never"),
         "cost difference": difference,
         "restored": "not seen" if restored == blank and reported and not raw else restored,
@@ -356,6 +367,9 @@ def _drill_row(d: Any, raw: bool, until: datetime) -> dict[str, Any]:
 
 def _evals(report: WeekReport, raw: bool) -> pd.DataFrame:
     blank = "" if raw else MISSING
+    latency = "p50 latency (ms)" if raw else "p50 latency"
+    columns = ["route", "target", "run (UTC)", "cases file", "cases", "passed", "pass rate",
+               "minimum", "below minimum", latency, "cost"]  # fmt: skip
     return pd.DataFrame(
         [
             {
@@ -370,24 +384,14 @@ def _evals(report: WeekReport, raw: bool) -> pd.DataFrame:
                 "below minimum": bool(e.below_minimum)
                 if raw
                 else ("yes" if e.below_minimum else "no"),
-                "p50 latency (ms)": blank if missing(e.latency_p50_ms) else round(e.latency_p50_ms),
+                latency: (blank if missing(e.latency_p50_ms) else round(e.latency_p50_ms))
+                if raw
+                else format_latency(e.latency_p50_ms),
                 "cost": blank
                 if missing(e.cost_usd)
                 else (raw_usd(e.cost_usd) if raw else format_usd(e.cost_usd)),
             }
             for e in report.evals.itertuples()
         ],
-        columns=[
-            "route",
-            "target",
-            "run (UTC)",
-            "cases file",
-            "cases",
-            "passed",
-            "pass rate",
-            "minimum",
-            "below minimum",
-            "p50 latency (ms)",
-            "cost",
-        ],
+        columns=columns,
     )

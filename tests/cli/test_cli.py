@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from engine.cli.main import app
+from engine.core.paths import DataPaths
+from simulations.demo import DEMO_KEY_ENV, demo_text
 from simulations.fakes import FakeProviders
 
 runner = CliRunner()
@@ -70,3 +73,21 @@ def test_ask_reports_a_request_fault_without_trying_the_backup(tmp_path, monkeyp
     assert result.exit_code == 1
     assert "request rejected by the provider" in result.stderr
     assert fake.calls("gpt-4.1-mini") == []
+
+
+def test_ask_without_a_config_goes_through_the_routes_of_the_demo_running(
+    tmp_path, monkeypatch, fake
+):
+    """As the README says: `switchover ask support "…"` while `switchover up` runs the demo,
+    with no switchover.toml and no key in this shell."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(DEMO_KEY_ENV, "set")
+    monkeypatch.delenv(DEMO_KEY_ENV)  # restored as it was (unset) after the test
+    data = DataPaths(tmp_path / "data")
+    data.root.mkdir()
+    data.demo_config.write_text(demo_text(fake.port))  # as `switchover up` writes it
+    result = runner.invoke(app, ["ask", "support", "hello there", "--data-dir", "data"])
+    assert result.exit_code == 0, result.output
+    assert "echo: hello there" in result.stdout
+    assert "using the running demo's configuration" in result.stderr
+    assert re.search(r"claude/claude-sonnet-4-5 .* \d{1,3}(,\d{3})* ms", result.stderr)

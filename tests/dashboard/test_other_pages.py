@@ -8,8 +8,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
+import pytest
 from helpers.alert_harness import PRIMARY
-from helpers.dashboard_pages import dollars, metric, open_page, texts
+from helpers.dashboard_pages import (
+    arrow_fixes,
+    dollars,
+    metric,
+    open_page,
+    open_with_choices,
+    texts,
+)
 
 from dashboard.definitions import define
 from engine.alerts.incidents import IncidentPolicy
@@ -62,6 +70,34 @@ def test_splitting_costs_by_provider_lists_the_providers(app_env):
     at.segmented_control(key="cost_split").set_value("Provider").run()
     [table] = at.dataframe
     assert set(table.value["provider"]) == {"claude", "gpt"}
+
+
+def test_clicking_the_chosen_split_again_keeps_the_costs_split_by_it(app_env):
+    """A segmented control deselects its option when the chosen one is clicked again: the page
+    keeps that choice rather than failing on none (the window as the user had it, 24 h)."""
+    at = open_with_choices(window="24 h")
+    at.switch_page("views/costs.py").run()
+    at.segmented_control(key="cost_split").set_value(None).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.segmented_control(key="cost_split").value == "Route"
+    assert list(at.dataframe[0].value.columns) == ["route", "cost_usd"]
+    at.segmented_control(key="cost_split").set_value("Provider").run()
+    at.segmented_control(key="cost_split").set_value(None).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.segmented_control(key="cost_split").value == "Provider", "the previous choice"
+    assert set(at.dataframe[0].value["provider"]) == {"claude", "gpt"}
+
+
+@pytest.mark.parametrize(
+    ("page", "key", "default"),
+    [("incidents", "incident_range", "7 d"), ("whatif", "whatif_source", "the library"),
+     ("whatif", "whatif_scale", "100 %")],
+)  # fmt: skip
+def test_no_segmented_control_is_ever_left_without_a_choice(app_env, page, key, default):
+    at = open_page(page)
+    at.segmented_control(key=key).set_value(None).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.segmented_control(key=key).value == default
 
 
 def test_the_outage_is_listed_with_its_impact_and_the_alerts_it_raised(app_env):
@@ -136,6 +172,38 @@ def test_a_request_id_shows_its_chain_of_attempts(app_env):
     chain = at.dataframe[0].value
     assert list(chain["attempt_number"]) == [1, 2, 3]
     assert "answered by **gpt/gpt-4.1-mini**" in texts(at)
+
+
+@pytest.mark.parametrize("page", [None, "costs", "incidents", "readiness", "explorer", "whatif"])
+def test_no_table_mixes_numbers_with_text_in_a_column(app_env, page):
+    """Streamlit logs an ArrowInvalid and retypes the frame when a column mixes numbers and "—":
+    a table of a page never makes it."""
+    with arrow_fixes() as fixed:
+        open_page(page)
+    assert fixed == []
+
+
+@pytest.mark.parametrize("page", [None, "costs", "incidents", "readiness"])
+def test_money_in_a_metric_has_room_for_its_figure(app_env, page):
+    """A metric too narrow for its figure cuts it off ("cost $0.0…"): an amount has a quarter
+    of the page at least, a difference said in words ("cost $0.0022 more") a third."""
+    at = open_page(page)
+    said = [(m.label, m.value, c.weight) for c in at.columns for m in c.metric if "$" in m.value]
+    assert said, "the page shows money"
+    narrow = [(label, value, weight) for label, value, weight in said
+              if weight < (1 / 3 if " " in value else 1 / 4) - 1e-9]  # fmt: skip
+    assert narrow == []
+
+
+def test_an_attempts_latency_reads_in_milliseconds_with_the_thousands_marked(app_env):
+    _, attempts, _ = app_env
+    recent = attempts[attempts["started_at"] >= _since(timedelta(hours=1))]
+    with arrow_fixes() as fixed:
+        at = open_page("explorer")
+        at.text_input(key="rid").set_value(recent["request_id"].iloc[-1]).run()
+    shown = at.dataframe[0].value["latency_ms"]
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})* ms", said) for said in shown), list(shown)
+    assert fixed == []
 
 
 def test_filtering_attempts_by_outcome_counts_what_matches(app_env):

@@ -25,6 +25,7 @@ from dashboard.readiness_metrics import (
     quality_by_target,
     waiting_text,
 )
+from engine.core.formats import format_latency
 from engine.core.money import format_usd
 from engine.core.paths import DataPaths
 from engine.published.publish import publish
@@ -63,7 +64,7 @@ def test_each_targets_pass_rate_latency_and_cost_come_from_its_cases_in_the_late
         row = table.loc[target]
         assert row["pass_rate"] == pytest.approx(expected["pass_rate"])
         assert row["passed"] == expected["passed"]
-        assert row["latency_p50_ms"] == pytest.approx(expected["latency_p50_ms"])
+        assert row["latency_p50_ms"] == format_latency(expected["latency_p50_ms"])
         assert row["cost_usd"] == format_usd(expected["cost_usd"])
     assert table.loc[GPT, "pass_rate"] == pytest.approx(3 / 5)
     assert "`cases.toml` · 5 cases · minimum pass rate 80%" in texts(at)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
+from streamlit.logger import get_logger
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -44,6 +48,40 @@ def open_with_choices(**chosen: str) -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+# Where Streamlit says it had to retype a frame's columns to send it (a column mixing numbers and
+# text, say): at INFO, on loggers of its own that do not propagate to the root (pytest's caplog).
+_ARROW_LOGGERS = ("streamlit.dataframe_util", "streamlit.elements.widgets.data_editor")
+
+
+@contextmanager
+def arrow_fixes() -> Iterator[list[str]]:
+    """What Streamlit logs, while inside, of each frame it could not turn into an Arrow table as
+    given ("Serialization of dataframe to Arrow table was unsuccessful", with the ArrowInvalid
+    that says which column): the list fills as the app runs."""
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            error = record.exc_info[1] if record.exc_info else None
+            text = f"{record.getMessage()} {type(error).__name__}: {error}"
+            if "Arrow" in text:
+                said.append(text)
+
+    handler = Keep(logging.DEBUG)
+    # Through Streamlit's get_logger: one it creates later would get its level back.
+    loggers = [get_logger(name) for name in _ARROW_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    try:
+        yield said
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
 
 def dollars(said: str) -> Decimal:
