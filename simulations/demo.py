@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,6 +46,42 @@ Say = Callable[[str], None]
 Incident = tuple[str, float, float, str]
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The faults the fake providers play: `incidents` (model, start in s, duration in s,
+    fault) every `cycle_s`; `history`: seed the fortnight of demo history on a first start."""
+
+    incidents: tuple[Incident, ...] = INCIDENTS
+    cycle_s: float = CYCLE_S
+    history: bool = True
+
+    @classmethod
+    def load(cls, path: Path) -> Plan:
+        """A plan from TOML (`--demo-plan`, for tests and rehearsals): `cycle_s`, `history`
+        and `[[incidents]]` of `model`, `start_s`, `duration_s`, `fault`."""
+        try:
+            data = tomllib.loads(path.read_text())
+            incidents = tuple(
+                (str(i["model"]), float(i["start_s"]), float(i["duration_s"]), str(i["fault"]))
+                for i in data.get("incidents", [])
+            )
+            plan = cls(
+                incidents, float(data.get("cycle_s", CYCLE_S)), bool(data.get("history", True))
+            )
+        except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as error:
+            raise ConfigError(f"{path}: not a demo plan ({error})") from error
+        if plan.cycle_s <= 0 or any(s < 0 or d <= 0 or s + d > plan.cycle_s
+                                    for _, s, d, _ in plan.incidents):  # fmt: skip
+            raise ConfigError(f"{path}: every incident must lie inside cycle_s")
+        return plan
+
+    def describe(self) -> str:
+        return f"incidents every {self.cycle_s / 60:g} min: " + "; ".join(
+            f"{model} {fault.split(':')[0]} at +{start:g}s for {duration:g}s"
+            for model, start, duration, fault in self.incidents
+        )
+
+
 def wants_demo(config_path: Path) -> tuple[bool, str]:
     """Run the demo unless a configuration exists whose keys are all in the environment."""
     if not config_path.exists():
@@ -67,12 +104,15 @@ def demo_config(port: int) -> Config:
     return parse_config(tomllib.loads(demo_text(port)), source=str(DEMO_CONFIG))
 
 
-def plan_incidents(fake: FakeProviders, incidents: tuple[Incident, ...] = INCIDENTS) -> None:
-    for model, start, duration, fault in incidents:
-        fake.schedule(
-            model,
-            flapping=[{"period_s": CYCLE_S, "down_s": duration, "offset_s": start, "fault": fault}],
+def plan_incidents(fake: FakeProviders, plan: Plan | None = None) -> None:
+    plan = plan or Plan()
+    flaps: dict[str, list[dict[str, object]]] = {}
+    for model, start, duration, fault in plan.incidents:
+        flaps.setdefault(model, []).append(
+            {"period_s": plan.cycle_s, "down_s": duration, "offset_s": start, "fault": fault}
         )
+    for model, flapping in flaps.items():
+        fake.schedule(model, flapping=flapping)
     # Latency like a hosted model's: most answers in well under a second, a long tail.
     fake.latency(median_ms=350, p99_ms=2500, token_interval_ms=12)
 
@@ -86,7 +126,7 @@ async def run_demo(
     rate_per_s: float = 3.0,
     seed: int = 7,
     say: Say = print,
-    incidents: tuple[Incident, ...] = INCIDENTS,
+    plan: Plan | None = None,
     report_every_s: float = 10.0,
     stop: Stop | None = None,
 ) -> int:
@@ -102,20 +142,15 @@ async def run_demo(
         FakeProviders("127.0.0.1", port) as fake,  # stopped last: the gateway drains into it
         Supervisor(say, paths.logs, stop) as processes,
     ):
-        plan_incidents(fake, incidents)
+        plan = plan or Plan()
+        plan_incidents(fake, plan)
         config = _demo_folder(paths, fake.port)
         say(f"fake providers on {fake.base_url} (control: {fake.base_url}/_fake/log)")
-        say(
-            "incidents every 15 min: "
-            + "; ".join(
-                f"{model} {fault.split(':')[0]} at +{start:g}s for {duration:g}s"
-                for model, start, duration, fault in incidents
-            )
-        )
+        say(plan.describe())
         await start_stack(
             processes, config, paths, gateway_port=gateway_port, dashboard_port=dashboard_port
         )
-        if not (paths.root / HISTORY_MARKER).exists():
+        if plan.history and not (paths.root / HISTORY_MARKER).exists():
             say("seeding 14 days of demo history in the background (about a minute)")
             history = switchover("demo-history", "--data-dir", str(paths.root))
             await processes.start("demo history", history, essential=False)

@@ -44,11 +44,11 @@ from itertools import pairwise
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
-from engine.alerts import incident_impact
+from engine.alerts import incident_impact, incident_minutes
 from engine.alerts.incident_evidence import Evidence, Held, Minutes
-from engine.core.fault_families import BY_NAME, FAMILIES
+from engine.alerts.incident_minutes import NOTHING, Stretch, Stretches
+from engine.core.fault_families import BY_NAME
 from engine.store.retention import refresh_floor
 
 MINUTE = timedelta(minutes=1)
@@ -116,7 +116,7 @@ def detect(
         for target, minutes in evidence.bad.items()
         for family, buckets in _by_family(minutes, since).items()
     }
-    informative = _informative(con, chains, now, policy)
+    informative = incident_minutes.stretches(con, _wanted(chains, now))
     windows: list[Window] = []
     for (target, family), buckets in chains.items():
         bad = {bucket: evidence.bad[target][bucket][family] for bucket in buckets}
@@ -135,8 +135,31 @@ def detect(
             windows.append(window)
     _add_held(windows, evidence.held, policy)
     windows = [w for w in windows if w.evidence >= policy.min_faults]
-    _lead_in(con, windows, policy)
+    # An outage rarely begins on a minute's edge, and a breaker that opens at its first
+    # failures leaves that minute below the fault rate: a window begins a minute early where
+    # its target already failed that way then (a quarter of the rate: one stray timeout among
+    # a hundred answers is not where an outage began).
+    firsts = [(w.target, w.family, w.start) for w in windows]
+    for i in incident_minutes.failed_the_minute_before(con, firsts, policy.fault_rate / 4):
+        windows[i].start -= MINUTE
     return sorted(windows, key=lambda w: (w.start, w.target, w.family))
+
+
+def _wanted(
+    chains: dict[tuple[str, str], list[datetime]], now: datetime
+) -> set[tuple[str, datetime, datetime]]:
+    """The stretches the decisions need: between two bad minutes of a target and family less
+    than QUIET apart (what lies inside a run counts in its failure rate), and after the last
+    bad minute when that was less than QUIET ago."""
+    wanted: set[tuple[str, datetime, datetime]] = set()
+    for (target, _), buckets in chains.items():
+        for before, after in pairwise(buckets):
+            if MINUTE < after - before <= QUIET:
+                wanted.add((target, before + MINUTE, after))
+        last = buckets[-1] + MINUTE
+        if now - last < QUIET:
+            wanted.add((target, last, _gap_end(last, now)))
+    return wanted
 
 
 def _by_family(minutes: Minutes, since: datetime | None) -> dict[str, list[datetime]]:
@@ -146,21 +169,6 @@ def _by_family(minutes: Minutes, since: datetime | None) -> dict[str, list[datet
             for family in minutes[bucket]:
                 chains[family].append(bucket)
     return chains
-
-
-@dataclass(frozen=True, slots=True)
-class Stretch:
-    """What a target did in a stretch of minutes between or after bad ones."""
-
-    minutes: int  # informative: with any attempt at the target
-    answered: int
-    attempts: int
-    faults: dict[str, int]  # per family, below the fault rate (no minute of it was bad)
-
-
-NOTHING = Stretch(0, 0, 0, {})
-Stretches = dict[tuple[str, datetime, datetime], Stretch]
-_NAMES = tuple(f.name for f in FAMILIES)
 
 
 @dataclass(slots=True)
@@ -261,106 +269,6 @@ def _add_held(windows: list[Window], held: dict[str, Held], policy: IncidentPoli
                 window.peak = max(window.peak, share)
 
 
-# The windows whose target already failed in the family's way in the minute before its first
-# bad minute: an outage rarely begins on a minute's edge, and a breaker that opens at its
-# first failures leaves that minute below the fault rate. A quarter of the rate at least: a
-# stray timeout among a hundred answers is not where an outage began.
-_LEAD_IN = """
-    SELECT w.id FROM firsts w JOIN rollup_minute r
-        ON r.target = w.target AND r.bucket = w.bucket - INTERVAL 1 MINUTE
-    GROUP BY w.id, w.family
-    HAVING CASE w.family {cases} END >= greatest(1, $share * sum(r.attempts))
-"""
-_LEAD_IN_SQL = _LEAD_IN.format(
-    cases=" ".join(
-        f"WHEN '{f.name}' THEN sum(r.{f.rollup_sum.replace(' + ', ' + r.')})" for f in FAMILIES
-    )
-)
-_FIRSTS = pa.schema([
-    ("id", pa.int64()), ("target", pa.string()), ("family", pa.string()),
-    ("bucket", pa.timestamp("us", tz="UTC")),
-])  # fmt: skip
-
-
-def _lead_in(con: duckdb.DuckDBPyConnection, windows: list[Window], policy: IncidentPolicy) -> None:
-    """Begin each window a minute early where its fault did (`_LEAD_IN`)."""
-    if not windows:
-        return
-    table = pa.Table.from_pylist(
-        [{"id": i, "target": w.target, "family": w.family, "bucket": w.start}
-         for i, w in enumerate(windows)],
-        schema=_FIRSTS,
-    )  # fmt: skip
-    con.register("firsts", table)
-    try:
-        share = {"share": policy.fault_rate / 4}
-        early = [i for (i,) in con.execute(_LEAD_IN_SQL, share).fetchall()]
-    finally:
-        con.unregister("firsts")
-    for i in early:
-        windows[i].start -= MINUTE
-
-
-# The minutes of each stretch in which the target took any attempt: what tells whether it
-# recovered. Stretches are short (under QUIET): expanded into minutes, equality joins.
-_INFORMATIVE = """
-    WITH minutes AS (
-        SELECT id, target,
-            unnest(generate_series(lo, hi - INTERVAL 1 MINUTE, INTERVAL 1 MINUTE)) AS bucket
-        FROM stretches
-    )
-    SELECT m.id, count(DISTINCT m.bucket) AS informative,
-        sum(r.attempts - r.failed_attempts)::BIGINT AS answered, sum(r.attempts)::BIGINT,
-        {family_sums}
-    FROM minutes m JOIN rollup_minute r ON r.bucket = m.bucket AND r.target = m.target
-    WHERE r.attempts > 0
-    GROUP BY m.id
-""".format(
-    family_sums=", ".join(
-        f"sum(r.{f.rollup_sum.replace(' + ', ' + r.')})::BIGINT AS {f.name}" for f in FAMILIES
-    )
-)
-_STRETCHES = pa.schema([
-    ("id", pa.int64()), ("target", pa.string()),
-    ("lo", pa.timestamp("us", tz="UTC")), ("hi", pa.timestamp("us", tz="UTC")),
-])  # fmt: skip
-
-
-def _informative(
-    con: duckdb.DuckDBPyConnection,
-    chains: dict[tuple[str, str], list[datetime]],
-    now: datetime,
-    policy: IncidentPolicy,
-) -> Stretches:
-    """What the target did in every stretch a decision needs: between two bad minutes of a
-    target and family less than QUIET apart (what lies inside a run counts in its failure
-    rate), and after the last bad minute when that was less than QUIET ago."""
-    wanted: set[tuple[str, datetime, datetime]] = set()
-    for (target, _), buckets in chains.items():
-        for before, after in pairwise(buckets):
-            if MINUTE < after - before <= QUIET:
-                wanted.add((target, before + MINUTE, after))
-        last = buckets[-1] + MINUTE
-        if now - last < QUIET:
-            wanted.add((target, last, _gap_end(last, now)))
-    stretches = sorted(s for s in wanted if s[1] < s[2])
-    if not stretches:
-        return {}
-    table = pa.Table.from_pylist(
-        [{"id": i, "target": t, "lo": lo, "hi": hi} for i, (t, lo, hi) in enumerate(stretches)],
-        schema=_STRETCHES,
-    )
-    con.register("stretches", table)
-    try:
-        seen = {
-            i: Stretch(n, answered, attempts, dict(zip(_NAMES, faults, strict=True)))
-            for i, n, answered, attempts, *faults in con.execute(_INFORMATIVE).fetchall()
-        }
-    finally:
-        con.unregister("stretches")
-    return {stretch: seen.get(i, NOTHING) for i, stretch in enumerate(stretches)}
-
-
 _FINAL = """
     SELECT incident_id, target, family, started_at, ended_at FROM incidents
     WHERE ended_at IS NOT NULL AND ended_at <= $final
@@ -396,7 +304,9 @@ def refresh_incidents(
         for window in detect(con, now, policy, evidence, since)
         if window.id not in keep and not _over_final(window, final, policy)
     ]
-    last_faults = _last_faults(con, fresh)
+    last_faults = incident_minutes.last_faults(
+        con, [(w.id, w.target, w.family, w.last_fault) for w in fresh]
+    )
     rows = [_row(w, last_faults.get(w.id), now, policy) for w in fresh]
     incident_impact.write(con, rows, sorted(keep), now)
     return len(keep) + len(rows)
@@ -424,39 +334,3 @@ def _row(
         "lo": window.start, "hi": now if ongoing else end, "rewarm_hi": end + RECOVERY,
         "ended_at": None if ongoing else end, "peak": window.peak,
     }  # fmt: skip
-
-
-# The exact time of each window's last fault, from the attempts of its last bad minute and the
-# minute after it (joined on the minute: equality joins, however many windows).
-_LAST_FAULTS = """
-    SELECT w.id, max(a.started_at)
-    FROM last_minutes w JOIN attempts a
-        ON a.target = w.target AND (time_bucket(INTERVAL 1 MINUTE, a.started_at) = w.bucket
-            OR time_bucket(INTERVAL 1 MINUTE, a.started_at) = w.bucket + INTERVAL 1 MINUTE)
-    WHERE a.started_at >= $lo AND a.started_at < $hi AND list_contains(w.kinds, a.fault_kind)
-    GROUP BY w.id
-"""
-_LAST_MINUTES = pa.schema([
-    ("id", pa.string()), ("target", pa.string()), ("bucket", pa.timestamp("us", tz="UTC")),
-    ("kinds", pa.list_(pa.string())),
-])  # fmt: skip
-
-
-def _last_faults(con: duckdb.DuckDBPyConnection, windows: list[Window]) -> dict[str, datetime]:
-    if not windows:
-        return {}
-    table = pa.Table.from_pylist(
-        [
-            {"id": w.id, "target": w.target, "bucket": w.last_fault,
-             "kinds": list(BY_NAME[w.family].fault_kinds)}
-            for w in windows
-        ],
-        schema=_LAST_MINUTES,
-    )  # fmt: skip
-    span = {"lo": min(w.last_fault for w in windows),
-            "hi": max(w.last_fault for w in windows) + 2 * MINUTE}  # fmt: skip
-    con.register("last_minutes", table)
-    try:
-        return dict(con.execute(_LAST_FAULTS, span).fetchall())
-    finally:
-        con.unregister("last_minutes")

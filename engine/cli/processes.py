@@ -129,38 +129,48 @@ def fake_providers(
 DashboardHostOption = Annotated[
     str, typer.Option(help="Address of the dashboard (beyond loopback: with a sign-in).")
 ]
+DashboardPortOption = Annotated[int, typer.Option(help="Port of the dashboard (0: no dashboard).")]
+DemoOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--demo/--no-demo",
+        help="Run on the fake providers with demo traffic (default: when no real "
+        "configuration and keys are present).",
+    ),
+]
+DemoPlanOption = Annotated[
+    Path | None,
+    typer.Option(
+        hidden=True,
+        help="A TOML demo plan (cycle_s, history, [[incidents]]) instead of the 15-minute "
+        "one: for tests and rehearsals.",
+    ),
+]
 
 
 def up(
     config: ConfigOption = Path("switchover.toml"),
-    demo: Annotated[
-        bool | None,
-        typer.Option(
-            "--demo/--no-demo",
-            help="Run on the fake providers with demo traffic (default: when no real "
-            "configuration and keys are present).",
-        ),
-    ] = None,
+    demo: DemoOption = None,
     port: Annotated[int, typer.Option(help="Port of the demo's fake providers.")] = 8700,
     gateway_port: Annotated[int, typer.Option(help="Port of the gateway.")] = 8787,
-    dashboard_port: Annotated[
-        int, typer.Option(help="Port of the dashboard (0: no dashboard).")
-    ] = 8501,
+    dashboard_port: DashboardPortOption = 8501,
     dashboard_host: DashboardHostOption = "127.0.0.1",
     data_dir: DataDirOption = None,
+    demo_plan: DemoPlanOption = None,
 ) -> None:
     """Start Switchover on this machine (gateway, scheduler and dashboard; with --demo also
     the fake providers and traffic); Ctrl-C or SIGTERM stops everything. Exits with a child's
     status when one of them stops by itself."""
     from engine.cli.supervisor import Stop, run_stack
     from engine.core.paths import DataPaths
-    from simulations.demo import run_demo, wants_demo
+    from simulations.demo import Plan, run_demo, wants_demo
 
     if demo is None:
         demo, reason = wants_demo(config)
         typer.echo(reason)
     _dashboard_allowed(dashboard_host, dashboard_port, demo=demo)
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
+    plan = Plan.load(demo_plan) if demo_plan else None
     board = dashboard_port or None
     stop = Stop()
 
@@ -175,6 +185,7 @@ def up(
                     gateway_port=gateway_port,
                     dashboard_port=board,
                     stop=stop,
+                    plan=plan,
                 )
             return await run_stack(
                 config,

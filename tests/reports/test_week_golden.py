@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from helpers.alert_harness import PRIMARY
 from helpers.weeks import (
@@ -27,6 +28,7 @@ from helpers.weeks import (
 )
 
 from engine.core.fault_families import describe
+from engine.core.formats import MISSING
 from engine.core.money import format_usd
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
@@ -344,7 +346,8 @@ def test_each_incident_names_the_alerts_fired_about_it(week):
         for alert_id in [a for a in incident.alerts.split(", ") if a]:
             alert = alerts.loc[alert_id]
             assert alert["subject"] in {*incident.routes.split(", "), incident.target}
-            end = incident.ended_at + timedelta(minutes=2)
+            ended = week.report.coverage.until if pd.isna(incident.ended_at) else incident.ended_at
+            end = ended + timedelta(minutes=2)  # an ongoing one lasts to the data's time
             assert incident.started_at - timedelta(minutes=2) <= alert["fired_at"] <= end
     assert (incidents["alerts"] != "").any()
 
@@ -459,8 +462,8 @@ def test_the_drills_and_evals_tables_show_and_export_the_exact_figures(week):
     shown, raw = render.tables(week.report), render.tables(week.report, raw=True)
     assert shown["drills"][1].to_dict("records") == [{
         "start (UTC)": "Mon 16 Nov 00:12", "route": "support", "target": PRIMARY_TARGET,
-        "duration": "5 min", "status": "reported", "verdict": "passed", "requests": 25,
-        "served by backups": 24, "failed": 1, "breaker opened after": "0.4 s",
+        "duration": "5 min", "status": "reported", "verdict": "passed", "requests": "25",
+        "served by backups": "24", "failed": "1", "breaker opened after": "0.4 s",
         "cost difference": "cost $0.0022 more", "restored": "yes", "restored after": "1.2 s",
         "summary": DRILL_REPORT["summary"],
     }]  # fmt: skip
@@ -470,13 +473,30 @@ def test_the_drills_and_evals_tables_show_and_export_the_exact_figures(week):
     assert shown["evals"][1].to_dict("records") == [
         {"route": "support", "target": PRIMARY_TARGET, "run (UTC)": "Mon 16 Nov 00:10",
          "cases file": "cases.toml", "cases": 3, "passed": 3, "pass rate": "100.0%",
-         "minimum": "90%", "below minimum": "no", "p50 latency (ms)": 1100, "cost": "$0.0066"},
+         "minimum": "90%", "below minimum": "no", "p50 latency": "1,100 ms", "cost": "$0.0066"},
         {"route": "support", "target": GPT, "run (UTC)": "Mon 16 Nov 00:10",
          "cases file": "cases.toml", "cases": 3, "passed": 2, "pass rate": "66.7%",
-         "minimum": "90%", "below minimum": "yes", "p50 latency (ms)": 550, "cost": "$0.0013"},
+         "minimum": "90%", "below minimum": "yes", "p50 latency": "550 ms", "cost": "$0.0013"},
     ]  # fmt: skip
     gpt = raw["evals"][1].set_index("target").loc[GPT]
     assert (gpt["pass rate"], gpt["below minimum"], gpt["cost"]) == (2 / 3, True, "0.001300000")
+    assert (gpt["p50 latency (ms)"], drill["requests"]) == (550, 25), "numbers in the CSV"
+
+
+def test_every_table_as_shown_holds_one_kind_of_value_a_column(week):
+    """A column that can miss a value is text throughout ("529" beside "—" for a read timeout
+    that got no status line), never numbers mixed with "—": the Reports page hands each frame
+    to Arrow as it is, and Arrow refuses a mixed column."""
+    shown = render.tables(week.report)
+    for stem, (_, frame) in shown.items():
+        try:
+            pa.Table.from_pandas(frame)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise AssertionError(f"{stem}: {exc}") from None
+    failures = shown["failures"][1]
+    timeouts = failures[failures["failure"] == "read_timeout"]
+    assert len(timeouts) and set(timeouts["HTTP status"]) == {MISSING}
+    assert set(failures["HTTP status"]) - {MISSING} <= {str(s) for s in range(100, 600)}
 
 
 def test_the_summary_names_the_drills_and_the_target_below_its_minimum(week):

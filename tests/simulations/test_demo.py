@@ -26,7 +26,7 @@ import httpx
 from engine.cli.supervisor import Stop
 from engine.core.paths import DataPaths
 from engine.published.read import PublishedData
-from simulations.demo import run_demo, wants_demo
+from simulations.demo import Plan, run_demo, wants_demo
 from simulations.history import HISTORY_MARKER
 
 SONNET, HAIKU = "claude/claude-sonnet-4-5", "claude/claude-haiku-4-5"
@@ -81,7 +81,7 @@ async def demo(tmp_path: Path, **options: object) -> AsyncIterator[Demo]:
 
 async def test_a_request_during_the_demos_outage_skips_the_primary_its_traffic_opened(tmp_path):
     outage = (("claude-sonnet-4-5", 0.0, 600.0, "overloaded"),)
-    async with demo(tmp_path, rate_per_s=20, incidents=outage) as running:
+    async with demo(tmp_path, rate_per_s=20, plan=Plan(outage)) as running:
         await running.until_said(f"breaker {SONNET} opened")
         async with httpx.AsyncClient(base_url=running.gateway, timeout=30) as gateway:
             ask = {"model": "support", "messages": [{"role": "user", "content": "Order 7?"}]}
@@ -173,7 +173,7 @@ async def test_the_demos_revoked_key_is_a_credential_alert_in_alerts_list_within
     from the first cycle that took in the first refusal: fired at most one cycle (5 s) after
     the recorder's next flush (1 s), with room for a loaded machine's late cycle."""
     revoked = (("claude-haiku-4-5", 0.0, 600.0, "auth"),)
-    async with demo(tmp_path, rate_per_s=20, incidents=revoked) as running:
+    async with demo(tmp_path, rate_per_s=20, plan=Plan(revoked)) as running:
         fired = await running.until_said(rf"alert fired: credential .*{HAIKU}")
         listed = await asyncio.to_thread(
             subprocess.run,

@@ -13,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+from helpers.ports import wait_for
 
 from engine.published.read import PublishedData
 
-from .test_up_demo import _wait_for, start_demo
+from .test_up_demo import start_demo
 
 ROUTE, TARGET, BACKUP = "classify", "gpt/gpt-4.1-mini", "claude/claude-haiku-4-5"
 ASK = {"model": ROUTE, "messages": [{"role": "user", "content": "refund?"}]}
@@ -42,7 +43,7 @@ def test_a_drill_on_the_demo_stack_reports_the_fallback_path_and_restores_the_ta
 
     caller = threading.Thread(target=traffic, daemon=True)
     try:
-        _wait_for(f"{url}/readyz", time.monotonic() + 60)
+        wait_for(f"{url}/readyz", time.monotonic() + 60)
         caller.start()
         drill = subprocess.run(
             [sys.executable, "-m", "engine.cli", "drill", "--route", ROUTE, "--target", TARGET,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,38 +14,17 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import openai
+from helpers.ports import free_ports, wait_for
 
 from engine.published.read import PublishedData
 
 WITHIN_S = 90
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def _wait_for(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer")
-
-
 def start_demo(tmp_path: Path) -> tuple[subprocess.Popen, list[str], threading.Thread, dict]:
     """`switchover up --demo` on free ports, its output gathered by a thread as it comes."""
-    fake, gateway, dashboard = _free_ports(3)
+    fake, gateway, dashboard = free_ports(3)
     data = tmp_path / "data"
     up = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "up", "--demo", "--port", str(fake),
@@ -66,8 +44,8 @@ def test_up_demo_serves_falls_back_alerts_and_stops_with_no_process_left(tmp_pat
     gateway, dashboard, data = where["gateway"], where["dashboard"], where["data"]
     try:
         deadline = started + 60
-        _wait_for(f"http://127.0.0.1:{gateway}/readyz", deadline)
-        _wait_for(f"http://127.0.0.1:{dashboard}/_stcore/health", deadline)
+        wait_for(f"http://127.0.0.1:{gateway}/readyz", deadline)
+        wait_for(f"http://127.0.0.1:{dashboard}/_stcore/health", deadline)
 
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{gateway}/v1", api_key="local")
         for i in range(10):
