@@ -45,6 +45,8 @@ class FaultMinute:
     error_class: str | None = None
     failures: int = 0
     retry_after_s: float | None = None
+    wanted: int = 0  # requests of the routes whose primary the target is
+    held: int = 0  # of them, those it did not serve (a backup did, or nobody)
 
 
 @dataclass(slots=True)
@@ -88,6 +90,7 @@ def faults_of(
     of the attempts' `fault_kind`s in `kinds` (every provider fault when None)."""
     rows = [m for m in minutes if start <= m.bucket < end]
     calls = {m.bucket: (m.calls, m.failed) for m in rows}
+    held = {m.bucket: (m.wanted, m.held) for m in rows if m.held}
     allowed = None if kinds is None else set(kinds)
     by_kind: dict[str, dict[datetime, list[FaultMinute]]] = {}
     for m in rows:
@@ -98,7 +101,7 @@ def faults_of(
     faults: list[Fault] = []
     placed: dict[datetime, int] = {}  # failures of kinds already given a fault, per minute
     for kind, faulty in sorted(by_kind.items(), key=lambda kv: -_total(kv[1])):
-        stretches = _stretches(faulty, calls, placed)
+        stretches = _stretches(faulty, calls, placed, held)
         for stretch, (lo, hi) in zip(stretches, _edges(stretches, calls, start, end), strict=True):
             retry = _median(stretch.retry_after) if kind == "rate_limit" else None
             share = round(min(1.0, stretch.share), 3)
@@ -122,16 +125,30 @@ def _stretches(
     faulty: dict[datetime, list[FaultMinute]],
     calls: dict[datetime, tuple[int, int]],
     placed: dict[datetime, int],
+    held: dict[datetime, tuple[int, int]],
 ) -> list[_Stretch]:
     """The kind's minutes, first fault to last, as stretches of one failing share. The share
     is of the calls the kinds placed before left over: the simulated provider tries a
-    target's faults in order, so a later fault only meets the calls an earlier one spared."""
+    target's faults in order, so a later fault only meets the calls an earlier one spared.
+
+    Behind an open breaker the calls are its probes, one or two a minute, all failing: a
+    share of 1 with no weight, which the merging would fold into the outage's busy first
+    minute (a full outage replayed at 40 %). So in a minute this kind failed, the requests its
+    routes could not send to the target (`held`, of those that wanted it) are the evidence
+    when they fail the larger share (the same share: when they are more): what the routes
+    lived through. The first kind placed
+    takes them (they are removed from `held`)."""
     units: list[_Stretch] = []
     bucket, last = min(faulty), max(faulty)
     while bucket <= last:
         found = faulty.get(bucket, [])
         f = sum(m.failures for m in found)
         c = max(f, calls.get(bucket, (0, 0))[0] - placed.get(bucket, 0))
+        if f:
+            wanted, kept_out = held.pop(bucket, (0, 0))
+            larger, alike = kept_out * c > f * wanted, kept_out * c == f * wanted
+            if wanted and (larger or (alike and wanted > c)):  # alike: the weightier evidence
+                f, c = kept_out, wanted
         if c or not units:
             units.append(_Stretch(bucket, bucket))
         unit = units[-1]

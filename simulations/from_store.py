@@ -24,6 +24,7 @@ Bad input (a window with no traffic, an unknown incident or target) is a ConfigE
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,7 @@ from engine.core.fault_families import describe
 from engine.core.money import format_usd
 from engine.published.catalogue import LEVELS, REPLAY_MARGIN
 from engine.published.read import PublishedData
+from simulations.calibration import Recorded
 from simulations.recorded_incidents import (
     incident,
     overlapping,
@@ -79,21 +81,6 @@ class Outage:
     retry_after_s: float | None = None  # rate_limit: the Retry-After it sends
 
 
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """What the record says of a window: requests (request faults aside), the failed ones,
-    those a fallback answered, and what it all cost."""
-
-    requests: int
-    failed: int
-    answered_by_fallback: int
-    cost_usd: Decimal
-
-    @property
-    def fallback_rate(self) -> float:
-        return self.answered_by_fallback / self.requests if self.requests else 0.0
-
-
 def scenario_from_traffic(
     published: PublishedData,
     config: Config,
@@ -129,17 +116,22 @@ def scenario_from_incident(
     *,
     backups: Sequence[str] = (),
     limits: Mapping[str, Limits] | None = None,
+    with_overlapping: bool = False,
 ) -> Scenario:
     """The recorded incident `incident_id` replayed: its window with REPLAY_MARGIN either side,
-    the faults its attempts show (and those of any incident overlapping it), and the traffic of
-    the routes it touched: those that needed a fallback or failed, and those whose primary its
-    target is. The other routes' traffic never met the fault; with a backup candidate in their
-    chains too, the comparison would price changes this incident did not cause."""
+    the faults its attempts show, and the traffic of the routes it touched: those that needed
+    a fallback or failed, and those whose primary its target is. The other routes' traffic
+    never met the fault; with a backup candidate in their chains too, the comparison would
+    price changes this incident did not cause. An incident of another target or family inside
+    the window is not replayed as a fault (its routes' traffic stays, as recorded) unless
+    `with_overlapping`: the question is what this incident cost."""
     found = incident(published, incident_id)
     minutes = published.query("incident_minutes", incident_ids=[incident_id])
     start = minutes["bucket"].min().to_pydatetime()
     end = minutes["bucket"].max().to_pydatetime() + MINUTE
     around = overlapping(published, start, end)
+    if not with_overlapping:
+        around = around[around["incident_id"] == incident_id]
     chain = _chain(config, start, end)
     window = _Window(start, end, touched_routes(around, chain, incident_id))
     faults = recorded_faults(published, around, start, end)
@@ -151,7 +143,8 @@ def scenario_from_incident(
         f"{recorded.answered_by_fallback:,} answered by a fallback, {recorded.failed:,} failed, "
         f"{format_usd(recorded.cost_usd)} in all; its fault schedule and traffic from the store."
     )
-    return _scenario(published, chain, window, name, description, faults, backups, limits)
+    built = _scenario(published, chain, window, name, description, faults, backups, limits)
+    return dataclasses.replace(built, recorded=recorded)
 
 
 def recorded_window(
@@ -164,8 +157,13 @@ def recorded_window(
     requests = int((frame["requests"] - frame["request_faults"]).sum())
     # DuckDB hands DECIMAL(18,9) over as float64: each back to its nine decimals, then added.
     cost = sum((Decimal(v).quantize(NANO) for v in frame["cost_usd"]), Decimal(0))
+    cache_loss = sum((Decimal(v).quantize(NANO) for v in frame["cache_loss_usd"]), Decimal(0))
     return Recorded(
-        requests, int(frame["failed"].sum()), int(frame["answered_by_fallback"].sum()), cost
+        requests,
+        int(frame["failed"].sum()),
+        int(frame["answered_by_fallback"].sum()),
+        cost,
+        cache_loss,
     )
 
 

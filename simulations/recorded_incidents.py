@@ -95,6 +95,9 @@ def _fault_minutes(frame: pd.DataFrame) -> list[FaultMinute]:
             text(row.error_class),
             int(row.failures),
             None if pd.isna(row.retry_after_s) else float(row.retry_after_s),
+            # published by a scheduler from before issue 34 when absent: no held evidence
+            int(getattr(row, "wanted", 0)),
+            int(getattr(row, "held", 0)),
         )
         for row in frame.itertuples()
     ]

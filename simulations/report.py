@@ -17,6 +17,7 @@ from engine.core.money import (
     read_usd,
     said_as_change,
 )
+from simulations.calibration import TRUSTED
 from simulations.result_parts import CostParts
 from simulations.results import (
     SUSTAINED_MINUTES,
@@ -47,7 +48,8 @@ def comparison_table(comparison: Comparison, tz: tzinfo = UTC) -> str:
         for r in rows
     ]
     lines.insert(1, "-" * len(lines[0]))
-    notes = [scale_notice(comparison), *headroom_warnings(comparison, tz)]
+    notes = [calibration_text(comparison), scale_notice(comparison)]
+    notes += headroom_warnings(comparison, tz)
     said = [n for n in notes if n] + [sentence(comparison, c, tz) for c in comparison.ranked()]
     return "\n".join(lines) + "\n\n" + "\n".join(said)
 
@@ -69,6 +71,8 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
 
     digits = _money_digits(comparison)
 
+    spent_more = comparison.cost_difference
+
     def part(name: str) -> object:
         return lambda c: _signed(_shown(comparison, c, digits)[1][name])
 
@@ -81,6 +85,7 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
         row("fallback rate", f"{base.fallback_rate:.1%}", lambda c: f"{c.fallback_rate:.1%}"),
         money_row("cost of answered requests", lambda r: r.answered_cost_usd),
         money_row("cost per answered request", lambda r: r.cost_per_answered_usd),
+        row("cost vs baseline", "", lambda c: _signed(format_usd(spent_more(c), digits))),
         row("extra cost vs baseline", "", lambda c: _signed(_shown(comparison, c, digits)[0])),
         row("  price difference", "", part("price")),
         row("  cache loss", "", part("cache loss")),
@@ -129,6 +134,34 @@ def sentence(comparison: Comparison, run: RunResult, tz: tzinfo = UTC) -> str:
     cost = _cost(comparison, run)
     slower = _latency_clause(comparison, run)
     return f"{run.label} {answers}: {cost}{slower}."
+
+
+def calibration_text(comparison: Comparison) -> str | None:
+    """How far a replay is from what happened, run with the backups that really served: "This
+    replay reproduces what happened within 4 % (…)", or, beyond TRUSTED on any measure, that
+    it is not to be trusted and which measure is off; None for a run that is no replay."""
+    c = comparison.calibration
+    if c is None:
+        return None
+    each = ", ".join(f"{m.name} {_figure(m.replayed)} against {_figure(m.recorded)} recorded"
+                     for m in c.measures)  # fmt: skip
+    if c.trusted:
+        return (
+            f"This replay reproduces what happened within {_whole_pct(c.within)}, run with the "
+            f"backups that really served: {each}."
+        )
+    worst = c.worst
+    return (
+        f"Not to be trusted: run with the backups that really served, this replay is "
+        f"{_whole_pct(worst.off)} off what happened on {worst.name} "
+        f"({_figure(worst.replayed)} against {_figure(worst.recorded)} recorded), beyond the "
+        f"{_whole_pct(TRUSTED)} it must be within, and every candidate's figures carry that "
+        f"error ({each})."
+    )
+
+
+def _figure(value: object) -> str:
+    return format_usd(value) if isinstance(value, Decimal) else f"{value:,}"  # type: ignore[arg-type]
 
 
 def scale_notice(comparison: Comparison) -> str | None:
@@ -248,7 +281,21 @@ def _cost(comparison: Comparison, run: RunResult) -> str:
     if total == "no difference":
         return "no difference in cost over the scenario"
     shown = [f"{name} {_signed(v)}" for name, v in parts.items() if read_usd(v)]
-    return f"{total} over the scenario ({', '.join(shown)})"
+    return f"{total} over the scenario ({', '.join(shown)}){_unanswered(comparison, run)}"
+
+
+def _unanswered(comparison: Comparison, run: RunResult) -> str:
+    """Why the extra cost is not cost − baseline cost, when it is not: requests left
+    unanswered were never charged, and count at the baseline's cost per answered request."""
+    if not comparison.unanswered_usd(run):
+        return ""
+    n, base = comparison.extra_failed(run), comparison.baseline
+    spent = format_usd(comparison.cost_difference(run))
+    return (
+        f"; its spend differs from the baseline's by {_signed(spent)}, since the {n:,} "
+        f"requests it left unanswered were never charged: they count at the baseline's "
+        f"{format_usd(base.cost_per_answered_usd)} a request"
+    )
 
 
 def _cause(comparison: Comparison, run: RunResult, tz: tzinfo) -> str:
@@ -311,6 +358,11 @@ def _rate(run: RunResult) -> str:
 def _signed(shown: str) -> str:
     """ "+$9.10", "-$172.55", "$0.00": a figure as shown that goes either way, signed."""
     return f"+{shown}" if read_usd(shown) > 0 else shown
+
+
+def _whole_pct(share: float) -> str:
+    """A share off, to the whole percent: "4 %"; below one, "< 1 %"."""
+    return "< 1 %" if 0 < share < 0.005 else f"{share * 100:.0f} %"
 
 
 def _pct(share: float) -> str:

@@ -4,12 +4,20 @@ the comparison as plain JSON and back (a simulation job writes it, the page read
 
 The figures are defined so that they cannot mislead:
 
-- **Extra cost adds up.** Each part is the candidate run's figure minus the baseline run's, both
-  from their rollups: the fallback premium (what each request answered by a backup cost beyond
-  the primary's estimate for it) split into price difference and cache loss, the re-warm cost,
-  the wasted spend. Extra cost is their sum, so `extra = price + cache loss + re-warm + wasted`
-  holds by construction. A request nobody answered was never charged: it is in none of the
-  parts, so it can never read as a saving (cost − baseline cost would count it as one).
+- **Extra cost is what the candidate really costs more, in parts that add up.** The baseline
+  sends the same seeded requests with nothing failing, so the spend it measures is the
+  counterfactual: extra cost = candidate cost − baseline cost, exactly, whenever the candidate
+  fails no more requests than the baseline. Its parts are the candidate's rollup sums minus the
+  baseline's for the cache loss, the re-warm and the wasted spend, and the price difference is
+  what remains (the backups' prices and token counts against the primary's, as charged), so
+  `extra = price + cache loss + re-warm + wasted` holds by construction and no candidate can
+  save more than the baseline spends. A request nobody answered was never charged: where the
+  candidate fails more, the requests it left unanswered are counted at the baseline's cost per
+  answered request (`unanswered_usd`), in the price difference, so a failure never reads as a
+  saving; cost − baseline cost is then shown beside it with why they differ. Rejected: the
+  fallback premium (engine/store/rollup_queries.py), an estimate from the backup's own token
+  counts at the primary's prices and hit ratio rather than what the primary was charged for
+  the same requests: on a replay it "saved" more than the baseline's whole spend.
 - **Failing is not cheap.** A candidate fails when it leaves more requests unanswered than the
   baseline beyond the count's seeded noise, or when its load passes one of its rate limits
   (at full traffic, for a scaled run). `Comparison.ranked` puts the failing ones first and the
@@ -31,6 +39,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from engine.core.money import price_difference
+from simulations.calibration import Calibration
 from simulations.result_parts import (
     LIMIT_OF,
     MEASURES,
@@ -119,19 +128,32 @@ class Comparison:
     scenario: str
     baseline: RunResult
     candidates: list[RunResult]
+    # A replay's: its run with the chain that really served against what was recorded.
+    calibration: Calibration | None = None
 
     @property
     def scale(self) -> float:
         return self.baseline.traffic_scale
 
     def parts(self, run: RunResult) -> CostParts:
+        """`run`'s extra cost in parts: cache loss, re-warm and wasted spend measured against
+        the baseline's, the price difference what remains of the extra cost."""
         base = self.baseline
-        return CostParts(
-            run.price_difference_usd - base.price_difference_usd,
-            run.cache_loss_usd - base.cache_loss_usd,
-            run.rewarm_usd - base.rewarm_usd,
-            run.wasted_usd - base.wasted_usd,
-        )
+        cache = run.cache_loss_usd - base.cache_loss_usd
+        rewarm = run.rewarm_usd - base.rewarm_usd
+        wasted = run.wasted_usd - base.wasted_usd
+        extra = self.cost_difference(run) + self.unanswered_usd(run)
+        return CostParts(extra - cache - rewarm - wasted, cache, rewarm, wasted)
+
+    def cost_difference(self, run: RunResult) -> Decimal:
+        """What `run` spent beyond the baseline (a saving below 0), failed requests and all."""
+        return run.cost_usd - self.baseline.cost_usd
+
+    def unanswered_usd(self, run: RunResult) -> Decimal:
+        """What the requests `run` failed beyond the baseline's failures would have cost at the
+        baseline's cost per answered request: spend avoided only by not answering, which the
+        extra cost counts back so that failing never reads as saving."""
+        return self.extra_failed(run) * self.baseline.cost_per_answered_usd
 
     def extra_cost(self, run: RunResult) -> Decimal:
         return self.parts(run).total
@@ -355,6 +377,8 @@ def as_json(comparison: Comparison) -> dict:
             parts = comparison.parts(r)
             body.update(
                 extra_cost_usd=str(parts.total),
+                cost_difference_usd=str(comparison.cost_difference(r)),
+                unanswered_usd=str(comparison.unanswered_usd(r)),
                 extra_failed=comparison.extra_failed(r),
                 failing=comparison.failing(r),
                 extra_cost_parts=_plain(dataclasses.asdict(parts)),
@@ -364,17 +388,24 @@ def as_json(comparison: Comparison) -> dict:
                 body[f"added_latency_{which}_ms"] = None if change is None else change.ms
         return body
 
-    return {
+    body = {
         "scenario": comparison.scenario,
         "baseline": run(comparison.baseline),
         "candidates": [run(c) for c in comparison.candidates],
     }
+    if comparison.calibration is not None:
+        body["recorded"] = comparison.calibration.as_json()
+    return body
 
 
 def from_json(body: dict) -> Comparison:
     """The `Comparison` that `as_json` wrote."""
+    recorded = body.get("recorded")
     return Comparison(
-        body["scenario"], _run(body["baseline"]), [_run(c) for c in body["candidates"]]
+        body["scenario"],
+        _run(body["baseline"]),
+        [_run(c) for c in body["candidates"]],
+        None if recorded is None else Calibration.from_json(recorded),
     )
 
 

@@ -65,6 +65,7 @@ from typing import Any
 from engine.config import Config, parse_config
 from engine.config.alerting import parse_duration
 from engine.core.errors import ConfigError
+from simulations.calibration import Recorded
 from simulations.scenario_traffic import (
     Latency,
     RouteTraffic,
@@ -138,6 +139,9 @@ class Scenario:
     # The traffic simulated, as a share of the scenario's (a quick run at 1 %, say). Rates
     # are multiplied by it; rate limits are not, so headroom must be read against it.
     traffic_scale: float = 1.0
+    # A replay of recorded traffic: what the store recorded over its window, which the run of
+    # the chain that really served is held against (simulations.calibration).
+    recorded: Recorded | None = None
 
     def scaled(self, factor: float) -> Scenario:
         return dataclasses.replace(self, traffic_scale=self.traffic_scale * factor)

@@ -46,6 +46,7 @@ from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.telemetry.recorder import Recorder
 from simulations.arrivals import arrivals
+from simulations.calibration import Calibration
 from simulations.fastforward import Columns, FastForward, PendingBreakers
 from simulations.results import Comparison, RunResult, results_of
 from simulations.scenario import Scenario, slug
@@ -107,6 +108,7 @@ def run_once(
     seconds = time.perf_counter() - started
     end = scenario.start + timedelta(seconds=scenario.duration_s)
     pipeline = Pipeline(paths, run.pricer, now=lambda: end)  # priced as the recorder prices
+    seed_cache_baselines(pipeline.con, scenario, config)
     alerts_log = logging.getLogger("switchover.alerts")
     level = alerts_log.level
     alerts_log.setLevel(logging.ERROR)  # a simulated incident's alerts are not news
@@ -120,6 +122,31 @@ def run_once(
     if progress is not None:
         progress(label, 1.0)
     return result
+
+
+def seed_cache_baselines(con: Any, scenario: Scenario, config: Config) -> None:
+    """The primary's healthy cache-hit ratio of each route, for every hour of the run: the
+    scenario's `cached_share` (for a replay, what the store recorded). The rollups take it from
+    the primary's answers in the day before each hour, which a run's own store does not have:
+    without it every prompt cache a fallback lost in the run's first hours read as $0."""
+    first = scenario.start.replace(minute=0, second=0, microsecond=0)
+    end = scenario.start + timedelta(seconds=scenario.duration_s)
+    hours = []
+    while first < end:
+        hours.append(first)
+        first += timedelta(hours=1)
+    rows = [
+        (name, hour, traffic.cached_share)
+        for name, traffic in scenario.routes.items()
+        if name in config.routes
+        for hour in hours
+    ]
+    if rows:
+        con.executemany(
+            "INSERT OR REPLACE INTO baselines (route, hour, hit_ratio, given)"
+            " VALUES (?, ?, ?, true)",
+            rows,
+        )
 
 
 class _Run:
@@ -262,10 +289,13 @@ def simulate(
     the traffic is large enough to pay for starting them. Processes are spawned, so a script
     that asks for them must guard its main code (`if __name__ == "__main__":`); the command
     line and the What-if page's jobs do."""
-    candidates = list(backups or scenario.backups) or [_second_target(scenario.config)]
+    candidates = list(backups or scenario.backups) or [default_candidate(scenario)]
+    _refuse_failing(scenario, candidates)
     traffic = arrivals(scenario)
     root = results_dir / slug(scenario.name)
-    runs = [("baseline", None), *((backup, backup) for backup in candidates)]
+    runs = [(BASELINE, None), *((backup, backup) for backup in candidates)]
+    if scenario.recorded is not None:  # a replay: the chain that served, held against the record
+        runs.append((AS_RECORDED, None))
     for _, backup in runs:
         if backup is not None:
             with_backup(scenario.config, backup)  # an unknown backup fails before any run
@@ -279,9 +309,22 @@ def simulate(
         results = [
             _one_run(scenario, label, backup, root, traffic, progress) for label, backup in runs
         ]
-    return Comparison(scenario.name, results[0], results[1:])
+    compared = results[1 : 1 + len(candidates)]
+    calibration = None
+    if scenario.recorded is not None:
+        served = results[-1]
+        calibration = Calibration.of(
+            scenario.recorded,
+            served.failed,
+            served.answered_by_fallback,
+            served.cost_usd,
+            served.cache_loss_usd,
+        )
+    return Comparison(scenario.name, results[0], compared, calibration)
 
 
+BASELINE = "baseline"  # the scenario's traffic with nothing failing
+AS_RECORDED = "as recorded"  # a replay's faults through its own chain: what really served
 # Below this many requests a run takes a few seconds: starting processes would cost as much.
 PARALLEL_FROM = 200_000
 
@@ -295,13 +338,13 @@ def _one_run(
     progress: Progress | None,
 ) -> RunResult:
     config = scenario.config if backup is None else with_backup(scenario.config, backup)
-    paths = DataPaths(root / ("baseline" if backup is None else slug(backup)))
+    paths = DataPaths(root / slug(label))
     return run_once(
         scenario,
         config,
         traffic,
         paths,
-        faults=backup is not None,
+        faults=label != BASELINE,
         label=label,
         backup=backup,
         progress=progress,
@@ -368,8 +411,40 @@ def _in_processes(
         relaying.join(timeout=5)
 
 
-def _second_target(config: Config) -> str:
-    for route in config.routes.values():
-        if len(route.targets) > 1:
-            return route.targets[1].name
-    raise ConfigError("the scenario's routes have no backup: give one with --backup")
+def default_candidate(scenario: Scenario) -> str:
+    """The backup compared when none is named: the first backup no fault of the scenario hits,
+    in the routes whose primary fails first (a Haiku incident's candidate is not Haiku, which
+    backs up another route)."""
+    routes = sorted(
+        scenario.config.routes.values(),
+        key=lambda route: not _fails(scenario, route.targets[0].name),
+    )
+    for route in routes:
+        for target in route.targets[1:]:
+            if not _fails(scenario, target.name):
+                return target.name
+    raise ConfigError(
+        "the scenario's routes have no backup that does not fail: give one with --backup"
+    )
+
+
+def _fails(scenario: Scenario, target: str) -> bool:
+    return any(fault.hits(target) for fault in _failing(scenario))
+
+
+def _failing(scenario: Scenario) -> list:
+    """The faults that fail calls: a slow target still answers, and may be a backup."""
+    return [fault for fault in scenario.faults if fault.kind != "slow"]
+
+
+def _refuse_failing(scenario: Scenario, candidates: list[str]) -> None:
+    """A candidate that is itself a failing target answers nothing: refused, by name. (One a
+    provider-wide fault hits through its provider stays: that its backup fails too is what
+    such a comparison shows.)"""
+    named = {fault.target for fault in _failing(scenario)}
+    for candidate in candidates:
+        if candidate in named:
+            raise ConfigError(
+                f"backup {candidate} is the target that fails in this scenario: it cannot back "
+                "itself up; name another"
+            )

@@ -26,7 +26,13 @@ from engine.core.fault_families import describe
 from simulations import from_store
 from simulations import job as jobs
 from simulations.arrivals import arrivals
-from simulations.report import headroom_warnings, scale_notice, sentence, table_rows
+from simulations.report import (
+    calibration_text,
+    headroom_warnings,
+    scale_notice,
+    sentence,
+    table_rows,
+)
 from simulations.results import Comparison
 from simulations.scenario import library, parse_scenario, slug, to_toml
 
@@ -256,6 +262,11 @@ def _results(comparison: Comparison, job: jobs.JobStatus, v: data.View) -> None:
         f"Run at {v.stamp(job.started_at)} ({v.tz.key}) with {job.scale * 100:g} % of the "
         f"scenario's traffic, in {seconds:,.0f} s. Failing candidates first."
     )
+    calibrated = calibration_text(comparison)
+    if calibrated and comparison.calibration is not None and comparison.calibration.trusted:
+        st.info(calibrated, icon=":material/verified:")
+    elif calibrated:
+        st.error(calibrated, icon=":material/report:")
     notice = scale_notice(comparison)
     if notice:
         st.warning(notice, icon=":material/zoom_out:")

@@ -246,13 +246,16 @@ _SHAPES = (
     """),
     ),
     # Per incident, minute and its target, REPLAY_MARGIN either side: the target's calls and
-    # failed calls, and its faults by class (a minute without faults: one row with no class).
+    # failed calls, and its faults by class (a minute without faults: one row with no class);
+    # the requests of the routes whose primary it is (wanted) and those it did not serve (held:
+    # answered by a backup or failed, its breaker's hold included).
     Shape(
         "incident_minutes",
         ("incident_id", "bucket", "target", "fault_kind", "error_class"),
         _columns("""
         incident_id VARCHAR, bucket TIMESTAMPTZ, target VARCHAR, calls BIGINT, failed BIGINT,
-        fault_kind VARCHAR, error_class VARCHAR, failures BIGINT, retry_after_s DOUBLE
+        fault_kind VARCHAR, error_class VARCHAR, failures BIGINT, retry_after_s DOUBLE,
+        wanted BIGINT, held BIGINT
     """),
     ),
 )

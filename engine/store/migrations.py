@@ -294,6 +294,15 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        19,
+        "a cache-hit baseline given rather than measured (a simulation's: the scenario's, or "
+        "for a replay the store's): kept when late attempts make the measured ones computed again",
+        "ALTER TABLE baselines ADD COLUMN given BOOLEAN DEFAULT false",
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 

@@ -207,7 +207,7 @@ WHERE NOT EXISTS (SELECT 1 FROM baselines x WHERE x.route = h.route AND x.hour =
 # {route, hour}): its successes in the 24 hours before that hour. Computed once per route and
 # hour.
 ADD_BASELINES = """
-INSERT INTO baselines
+INSERT INTO baselines (route, hour, hit_ratio)
 SELECT h.route, h.hour,
     coalesce(sum(b.cache_read_tokens) / nullif(sum(b.input_tokens + b.cache_read_tokens
         + b.cache_write_tokens), 0), 0)

@@ -170,7 +170,8 @@ def forget_baselines(con: duckdb.DuckDBPyConnection, since: datetime) -> None:
     """Late attempts from `since` on: the cache-hit baselines of the hours they can enter (the
     next day's) are computed again by the refresh that follows, which must cover them."""
     con.execute(
-        "DELETE FROM baselines WHERE hour >= time_bucket(INTERVAL 1 HOUR, $since::TIMESTAMPTZ)",
+        "DELETE FROM baselines WHERE hour >= time_bucket(INTERVAL 1 HOUR, $since::TIMESTAMPTZ)"
+        " AND NOT given",
         {"since": since},
     )
 

@@ -139,6 +139,15 @@ calls AS (
     WHERE bucket >= (SELECT min(lo) FROM windows) AND bucket < (SELECT max(hi) FROM windows)
     GROUP BY ALL
 ),
+held AS (  -- the requests of the routes whose primary it is, and those it did not serve
+    SELECT r.bucket, p.target,
+        sum(r.requests - r.request_faults - r.abandoned)::BIGINT AS wanted,
+        sum(r.answered_by_fallback - coalesce(r.drill_fallbacks, 0) + r.unavailable
+            + r.broken_streams)::BIGINT AS held
+    FROM rollup_minute r JOIN route_primaries p USING (route)
+    WHERE r.bucket >= (SELECT min(lo) FROM windows) AND r.bucket < (SELECT max(hi) FROM windows)
+    GROUP BY ALL
+),
 faults AS (
     SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket, target, fault_kind,
         coalesce(error_class, 'unknown') AS error_class, count(*)::BIGINT AS failures,
@@ -151,9 +160,11 @@ faults AS (
 )
 SELECT m.incident_id, m.bucket, m.target, coalesce(c.calls, 0)::BIGINT AS calls,
     coalesce(c.failed, 0)::BIGINT AS failed, f.fault_kind, f.error_class,
-    coalesce(f.failures, 0)::BIGINT AS failures, f.retry_after_s
+    coalesce(f.failures, 0)::BIGINT AS failures, f.retry_after_s,
+    coalesce(h.wanted, 0)::BIGINT AS wanted, coalesce(h.held, 0)::BIGINT AS held
 FROM minutes m
 LEFT JOIN calls c ON c.bucket = m.bucket AND c.target = m.target
+LEFT JOIN held h ON h.bucket = m.bucket AND h.target = m.target
 LEFT JOIN faults f ON f.bucket = m.bucket AND f.target = m.target
 """
 

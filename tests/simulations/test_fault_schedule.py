@@ -102,3 +102,26 @@ def test_each_recorded_failure_is_the_scenario_fault_that_fails_alike(
     fault_kind, error_class, kind
 ):
     assert scenario_kind(fault_kind, error_class) == kind
+
+
+def test_a_full_outage_behind_a_breaker_replays_as_one_not_as_its_busy_first_minute():
+    """The demo's Sonnet 529s (issue 34): the outage begins half way through a busy minute, the
+    breaker opens, and its probes are the only calls after: one failing call a minute, while
+    the route sends the target none of its 60 requests. The routes' held requests are the
+    evidence: the outage replays at 100 %, not at the 40 % of its first minute."""
+    answering = [FaultMinute(T0 + timedelta(minutes=i), 60, 0, wanted=60) for i in range(5)]
+    first = FaultMinute(T0 + timedelta(minutes=5), 40, 16, "provider", "overloaded", 16,
+                        wanted=60, held=28)  # fmt: skip
+    probes = [FaultMinute(T0 + timedelta(minutes=6 + i), 1, 1, "provider", "overloaded", 1,
+                          wanted=60, held=60) for i in range(3)]  # fmt: skip
+    after = [FaultMinute(T0 + timedelta(minutes=9 + i), 60, 0, wanted=60) for i in range(5)]
+    faults = schedule([*answering, first, *probes, *after])
+    assert [f.rate for f in faults] == [pytest.approx(28 / 60, abs=0.001), 1.0]
+    assert faults[1].start_s == 6 * 60 and faults[1].end_s == 9 * 60
+
+
+def test_without_held_requests_the_calls_alone_give_the_share():
+    rows = [FaultMinute(T0 + timedelta(minutes=i), 10, 3, "provider", "overloaded", 3)
+            for i in range(30)]  # fmt: skip
+    [fault] = schedule(rows)
+    assert fault.rate == pytest.approx(0.3)

@@ -24,8 +24,10 @@ from simulations.from_store import (
     scenario_from_traffic,
 )
 from simulations.history import PAST_INCIDENTS, seed_history
+from simulations.report import calibration_text
+from simulations.results import as_json, from_json
 from simulations.scenario import Fault, Limits, parse_scenario, to_toml
-from simulations.simulate import run_once
+from simulations.simulate import run_once, simulate
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DAYS = 9  # the first three past incidents: an outage, a 429 storm, a revoked key
@@ -267,3 +269,23 @@ def test_a_replayed_incident_fails_and_falls_back_as_it_did(replays, target):
 def test_a_replayed_incident_costs_what_it_cost(replays, target):
     run, recorded = replays[target]
     assert float(run.cost_usd) == pytest.approx(float(recorded.cost_usd), rel=0.05)
+
+
+@pytest.mark.parametrize("target", [SONNET, MINI, HAIKU])
+def test_a_replay_says_how_well_it_reproduces_the_record_and_writes_it_as_recorded(
+    data, target, tmp_path
+):
+    """Issue 34: every replay also runs the chain that really served, against the record; the
+    calibration line and the JSON's top-level `recorded` say how far apart they are."""
+    incident, _, _ = incident_of(data, target)
+    scenario = scenario_from_incident(data, demo_config(8700), incident["incident_id"])
+    comparison = simulate(scenario, results_dir=tmp_path)
+    calibration = comparison.calibration
+    assert calibration is not None and calibration.recorded == scenario.recorded
+    assert calibration.trusted, calibration_text(comparison)
+    assert calibration_text(comparison).startswith("This replay reproduces what happened within")
+    assert target not in [run.label for run in comparison.candidates], "never its own backup"
+    body = as_json(comparison)
+    assert body["recorded"]["answered_by_fallback"] == scenario.recorded.answered_by_fallback
+    assert body["recorded"]["trusted"] is True
+    assert from_json(body).calibration == calibration

@@ -76,9 +76,10 @@ def tight(tmp_path_factory):
 
 @pytest.mark.parametrize("path", library(), ids=lambda p: p.stem)
 def test_extra_cost_is_the_sum_of_its_parts_on_every_run_of_every_library_scenario(path, tmp_path):
-    """Each part is the candidate's rollup sum minus the baseline's, read from their stores;
-    the failed requests add up to their causes; and a failing candidate never ranks among the
-    ones that answer, however cheap."""
+    """Extra cost is cost − baseline cost whenever no more requests fail; cache loss, re-warm and
+    wasted spend are the candidate's rollup sums minus the baseline's; the failed requests add
+    up to their causes; and a failing candidate never ranks among the ones that answer,
+    however cheap."""
     scenario = _small_scale(load_scenario(path))
     comparison = simulate(scenario, results_dir=tmp_path)
     stores = tmp_path / slug(scenario.name)
@@ -93,8 +94,11 @@ def test_extra_cost_is_the_sum_of_its_parts_on_every_run_of_every_library_scenar
         )
         assert comparison.extra_cost(run) == (parts.price_difference_usd + parts.cache_loss_usd
                                               + parts.rewarm_usd + parts.wasted_usd)  # fmt: skip
-        premium = mine["fallback_premium_usd"] - base["fallback_premium_usd"]
-        assert parts.price_difference_usd + parts.cache_loss_usd == premium
+        spent = run.cost_usd - comparison.baseline.cost_usd
+        if comparison.extra_failed(run) == 0:
+            assert comparison.extra_cost(run) == spent, "extra cost is what it spent more"
+        assert comparison.extra_cost(run) >= spent, "a failed request is never a saving"
+        assert comparison.extra_cost(run) >= -comparison.baseline.cost_usd, "no saving beyond all"
         assert parts.cache_loss_usd == mine["cache_loss_usd"] - base["cache_loss_usd"]
         assert parts.rewarm_usd == mine["rewarm_usd"] - base["rewarm_usd"]
         assert parts.wasted_usd == mine["wasted_usd"] - base["wasted_usd"]

@@ -140,3 +140,31 @@ def test_scaling_a_scenario_keeps_its_shape():
     scenario = parse_scenario(SMALL)
     twice = dataclasses.replace(scenario, rate_per_s=scenario.rate_per_s * 2)
     assert 1.8 < len(arrivals(twice)) / len(arrivals(scenario)) < 2.2
+
+
+# Two routes, as in the demo: Haiku backs up support and is summarize's primary.
+HAIKU_DOWN = {
+    **SMALL,
+    "backups": [],
+    "routes": {
+        "support": {"targets": ["claude/claude-sonnet-4-5", "claude/claude-haiku-4-5"]},
+        "summarize": {"targets": ["claude/claude-haiku-4-5", "gpt/gpt-4.1"]},
+    },
+    "traffic": {"rate_per_s": 1, "routes": {
+        "support": {"share": 0.5, "input_tokens": 500, "output_tokens": 50},
+        "summarize": {"share": 0.5, "input_tokens": 500, "output_tokens": 50}}},
+    "faults": [{"target": "claude/claude-haiku-4-5", "kind": "auth", "start": "5m", "end": "9m"}],
+}  # fmt: skip
+
+
+def test_the_default_candidate_is_a_backup_of_the_failing_route_never_the_failing_target(
+    tmp_path,
+):
+    comparison = simulate(parse_scenario({**HAIKU_DOWN, "duration": "10m"}), results_dir=tmp_path)
+    assert [run.label for run in comparison.candidates] == ["gpt/gpt-4.1"]
+
+
+def test_a_candidate_that_is_the_failing_target_is_refused_by_name(tmp_path):
+    scenario = parse_scenario({**HAIKU_DOWN, "duration": "10m"})
+    with pytest.raises(ConfigError, match="backup claude/claude-haiku-4-5 is the target that"):
+        simulate(scenario, ["claude/claude-haiku-4-5"], results_dir=tmp_path)
