@@ -3,7 +3,7 @@
 Two kinds of minute are evidence of an incident (engine.alerts.incidents says how they make
 windows):
   - a target's *bad* minute for a fault family: the family's faults are at least `fault_rate`
-    of the target's attempts that minute;
+    of the target's attempts that minute (any of them, for a decisive family: a refused key);
   - a target's *held* minute: the routes whose primary it is did not get it (answered by a
     backup, failed, broken mid-stream) for at least `fault_rate` of their requests, request
     faults and abandoned requests aside, and no fault drill held it down on that route.
@@ -34,7 +34,10 @@ Held = dict[datetime, tuple[int, float]]  # bucket → (requests kept from it, s
 
 def _bad_minutes(since: bool) -> str:
     sums = ", ".join(f"sum({f.rollup_sum})::BIGINT AS {f.name}" for f in FAMILIES)
-    bad = " OR ".join(f"({f.name} > 0 AND {f.name} >= $rate * n)" for f in FAMILIES)
+    bad = " OR ".join(
+        f"({f.name} > 0)" if f.decisive else f"({f.name} > 0 AND {f.name} >= $rate * n)"
+        for f in FAMILIES
+    )
     return f"""
         SELECT target, any_value(provider) AS provider, bucket, sum(attempts)::BIGINT AS n,
             {sums}
@@ -116,7 +119,7 @@ class Evidence:
             bad = {
                 family.name: (count, count / n if n else 1.0)
                 for family, count in zip(FAMILIES, counts, strict=True)
-                if count and count >= rate * n
+                if count and (family.decisive or count >= rate * n)
             }
             if bad:  # the same test as the SQL's; kept so the two cannot disagree silently
                 self.bad[target][bucket] = bad

@@ -5,7 +5,8 @@ availability, rate limit, account): a Sonnet 529 outage and a Haiku key failure 
 are two incidents, each with its own routes and top error. From the minute rollups:
 
   - a target's minute is *bad* for a family when the family's faults are at least `fault_rate`
-    of the target's attempts that minute. Bad minutes are the only thing that starts or
+    of the target's attempts that minute (for a decisive family, a refused key, any fault:
+    its breaker opens at the first, so there is no second to make a share). Bad minutes are the only thing that starts or
     extends an incident;
   - an incident ends `settle` after its last fault (the exact time of the last fault of the
     family in its last bad minute or the minute after it: an outage rarely ends on a minute's

@@ -24,6 +24,10 @@ class Family:
     fault_kinds: tuple[str, ...]  # attempts.fault_kind values it counts
     rollup_sum: str  # the rollup_minute columns that count them, as a SQL sum
     label: str  # how a person reads it, after the target's name
+    # One fault is a bad minute, whatever its share of the minute's attempts: a refused key
+    # is no flake (the chain falls back at once and alerts), and its breaker opens at that
+    # first refusal, so there is never a second one to make the share.
+    decisive: bool = False
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -31,7 +35,7 @@ FAMILIES: tuple[Family, ...] = (
            "failing (5xx, 529, timeouts)"),
     Family("rate_limit", ("rate_limit",), "rate_limited", "rate limited (429)"),
     Family("account", ("account",), "account_faults",
-           "refusing its key or account (401, 403, 402, 404 model, quota)"),
+           "refusing its key or account (401, 403, 402, 404 model, quota)", decisive=True),
 )  # fmt: skip
 BY_NAME = {family.name: family for family in FAMILIES}
 

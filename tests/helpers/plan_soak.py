@@ -40,7 +40,9 @@ from simulations.demo import CYCLE_S, INCIDENTS, demo_text
 from simulations.fakes import FakeTransport
 from simulations.traffic import Traffic
 
-START = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # a Monday: the soak is in one report week
+# A Monday: the soak is in one report week. Not on a minute's edge: a fault that begins inside a
+# busy minute (a refused key after a dozen answers) must make its incident all the same.
+START = datetime(2026, 11, 23, 9, 0, 37, tzinfo=UTC)
 KEY_ENV = "SWITCHOVER_DEMO_KEY"
 # The fake's fault of each plan line and the incident family it must make.
 FAMILY = {"overloaded": "availability", "rate_limit": "rate_limit", "auth": "account"}
