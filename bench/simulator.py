@@ -18,8 +18,9 @@ from pathlib import Path
 
 from engine.core.paths import DataPaths
 from simulations.arrivals import arrivals
+from simulations.candidates import with_backup
 from simulations.scenario import load_scenario
-from simulations.simulate import run_once, with_backup
+from simulations.simulate import run_once
 
 SCENARIO = "week-with-a-tuesday-outage"
 TARGET_PER_S = 100_000  # the simulator issue's target

@@ -93,7 +93,7 @@ def scenario_from_traffic(
 ) -> Scenario:
     """The recorded traffic of [start, end) (UTC, to the minute) through `config`'s routes,
     with `outage` injected (None: the traffic alone, a baseline)."""
-    start, end = _minute(start), _minute(end, up=True)
+    start, end = _minute(start), _until_now(_minute(end, up=True))
     if end <= start:
         raise ConfigError(f"the window {start:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} is empty")
     chain = _chain(config, start, end)
@@ -106,7 +106,20 @@ def scenario_from_traffic(
         f"hits and latency; {what}."
     )
     window = _Window(start, end, tuple(chain.routes))
-    return _scenario(published, chain, window, name, description, faults, backups, limits)
+    built = _scenario(published, chain, window, name, description, faults, backups, limits)
+    # Calibrated against the window as it was: its own incidents, through its own chain.
+    happened = recorded_faults(published, overlapping(published, start, end), start, end)
+    return dataclasses.replace(
+        built,
+        recorded=recorded_window(published, start, end, window.routes),
+        recorded_faults=tuple(happened),
+    )
+
+
+def _until_now(end: datetime) -> datetime:
+    """A window's end, never past the current minute: the minutes after it have no traffic
+    yet, and replayed as recorded they would read as a lull."""
+    return min(end, _minute(datetime.now(UTC)))
 
 
 def scenario_from_incident(
@@ -128,7 +141,7 @@ def scenario_from_incident(
     found = incident(published, incident_id)
     minutes = published.query("incident_minutes", incident_ids=[incident_id])
     start = minutes["bucket"].min().to_pydatetime()
-    end = minutes["bucket"].max().to_pydatetime() + MINUTE
+    end = _until_now(minutes["bucket"].max().to_pydatetime() + MINUTE)
     around = overlapping(published, start, end)
     if not with_overlapping:
         around = around[around["incident_id"] == incident_id]

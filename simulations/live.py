@@ -20,10 +20,10 @@ from engine.runtime.build import build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from simulations.arrivals import arrivals
+from simulations.candidates import with_backup
 from simulations.fakes import FakeProviders
 from simulations.results import RunResult, results_of
 from simulations.scenario import Scenario
-from simulations.simulate import with_backup
 
 KEY_ENV = "SWITCHOVER_LIVE_SCENARIO_KEY"
 # The fake's name for each scenario fault kind ("slow" is a latency, not a fault: not here).

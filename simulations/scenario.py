@@ -59,6 +59,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ FAULT_KINDS = ("overloaded", "server_error", "rate_limit", "auth", "timeout", "s
 DEFAULT_START = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)  # a Monday
 _TOP = ("name", "description", "duration", "start", "seed", "backups", "traffic_scale",
         "providers", "prompts", "routes", "policy", "prices", "traffic", "latency", "faults",
-        "limits")  # fmt: skip
+        "limits", "recorded", "recorded_faults")  # fmt: skip
 CHAIN_KEYS = ("providers", "prompts", "routes", "policy", "prices")  # as in switchover.toml
 
 
@@ -142,6 +143,9 @@ class Scenario:
     # A replay of recorded traffic: what the store recorded over its window, which the run of
     # the chain that really served is held against (simulations.calibration).
     recorded: Recorded | None = None
+    # The faults the record shows, where they are not `faults` (a from-traffic run injects an
+    # outage that never happened): what the "as recorded" run replays.
+    recorded_faults: tuple[Fault, ...] | None = None
 
     def scaled(self, factor: float) -> Scenario:
         return dataclasses.replace(self, traffic_scale=self.traffic_scale * factor)
@@ -208,6 +212,7 @@ def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scen
         for target, raw in table_of(data.get("limits", {}), "limits", fail).items()
     }
     backups = tuple(data.get("backups", ()))
+    recorded, recorded_faults = _recorded(data, duration, fail)
     return Scenario(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
@@ -226,7 +231,36 @@ def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scen
         source=source,
         target_latency=target_latency,
         traffic_scale=float(scale),
+        recorded=recorded,
+        recorded_faults=recorded_faults,
     )
+
+
+def _recorded(
+    data: Mapping[str, Any], duration: float, fail: Any
+) -> tuple[Recorded | None, tuple[Fault, ...] | None]:
+    """A saved replay's record (`[recorded]`, as simulations.scenario_toml writes it) and the
+    faults its "as recorded" run replays (`[[recorded_faults]]`, when not the scenario's)."""
+    raw = data.get("recorded")
+    if raw is None:
+        return None, None
+    raw = table_of(raw, "recorded", fail)
+    try:
+        recorded = Recorded(
+            int(raw["requests"]),
+            int(raw["failed"]),
+            int(raw["answered_by_fallback"]),
+            Decimal(str(raw["cost_usd"])),
+            Decimal(str(raw.get("cache_loss_usd", "0"))),
+        )
+    except (KeyError, ValueError, ArithmeticError) as exc:
+        raise fail(
+            "recorded", f"needs requests, failed, answered_by_fallback, cost_usd ({exc})"
+        ) from None
+    if raw.get("replays", "faults") == "faults":
+        return recorded, None
+    listed = data.get("recorded_faults", [])
+    return recorded, tuple(_fault(i, f, duration, fail) for i, f in enumerate(listed))
 
 
 def _fault(i: int, raw: Any, duration: float, fail: Any) -> Fault:

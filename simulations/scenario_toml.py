@@ -62,8 +62,25 @@ def scenario_text(scenario: Scenario) -> str:
         },
         "faults": [_fault(f) for f in scenario.faults],
         "limits": {target: _limits(lim) for target, lim in scenario.limits.items()},
+        **_recorded(scenario),
     }
     return dumps({**top, **{k: v for k, v in tables.items() if v}})
+
+
+def _recorded(scenario: Scenario) -> dict[str, Any]:
+    """A replay's record, and the faults its "as recorded" run replays where they are not the
+    scenario's: a saved replay is still calibrated when it runs again."""
+    r = scenario.recorded
+    if r is None:
+        return {}
+    table = {
+        "requests": r.requests, "failed": r.failed,
+        "answered_by_fallback": r.answered_by_fallback,
+        "cost_usd": str(r.cost_usd), "cache_loss_usd": str(r.cache_loss_usd),
+        "replays": "faults" if scenario.recorded_faults is None else "recorded_faults",
+    }  # fmt: skip
+    faults = [_fault(f) for f in scenario.recorded_faults or ()]
+    return {"recorded": table, "recorded_faults": faults}
 
 
 def chain_tables(config: Config, *, reach: bool = True) -> dict[str, Any]:

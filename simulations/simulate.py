@@ -29,60 +29,31 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from queue import Empty
 from typing import Any
 
 import numpy as np
 
-from engine.config import Config, ProviderConfig, parse_target
+from engine.config import Config
 from engine.core.clock import VirtualClock
-from engine.core.errors import ChainError, ConfigError
+from engine.core.errors import ChainError
 from engine.core.messages import Message, Request
 from engine.core.paths import DataPaths
-from engine.core.pricing import known_price_provider
 from engine.runtime.build import breaker_changes, breaker_policies, build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.telemetry.recorder import Recorder
 from simulations.arrivals import arrivals
 from simulations.calibration import Calibration
+from simulations.candidates import default_candidate, refuse_failing, with_backup
 from simulations.fastforward import Columns, FastForward, PendingBreakers
 from simulations.results import Comparison, RunResult, results_of
 from simulations.scenario import Scenario, slug
 from simulations.simulated import CURRENT, Caches, RequestDraws, RequestJitter, SimulatedProvider
 
 Progress = Callable[[str, float], None]  # (what, share done)
-
-
-def with_backup(config: Config, backup: str) -> Config:
-    """`config` with every route's second target (its first backup) replaced by `backup`, a
-    `provider/model`: a provider of the config, a kind (`anthropic/…`, `openai/…`), or any
-    genai-prices provider (`groq/…`, served over the OpenAI dialect)."""
-    target = parse_target(backup)
-    providers = dict(config.providers)
-    if target.provider not in providers:
-        if target.provider in ("anthropic", "openai"):
-            providers[target.provider] = ProviderConfig(target.provider, target.provider, "")
-        elif known_price_provider(target.provider):
-            providers[target.provider] = ProviderConfig(
-                target.provider, "openai", "", price_provider=target.provider
-            )
-        else:
-            raise ConfigError(
-                f"backup {backup!r}: {target.provider!r} is neither a provider of the scenario "
-                "nor one genai-prices knows"
-            )
-    routes = {}
-    for name, route in config.routes.items():
-        primary, *rest = route.targets
-        if primary == target:  # a route's first target cannot be its own backup: unchanged
-            routes[name] = route
-            continue
-        later = [t for t in rest[1:] if t != target]
-        # every option kept
-        routes[name] = dataclasses.replace(route, targets=(primary, target, *later))
-    return dataclasses.replace(config, providers=providers, routes=routes)
 
 
 def run_once(
@@ -290,7 +261,7 @@ def simulate(
     that asks for them must guard its main code (`if __name__ == "__main__":`); the command
     line and the What-if page's jobs do."""
     candidates = list(backups or scenario.backups) or [default_candidate(scenario)]
-    _refuse_failing(scenario, candidates)
+    refuse_failing(scenario, candidates)
     traffic = arrivals(scenario)
     root = results_dir / slug(scenario.name)
     runs = [(BASELINE, None), *((backup, backup) for backup in candidates)]
@@ -312,17 +283,18 @@ def simulate(
     compared = results[1 : 1 + len(candidates)]
     calibration = None
     if scenario.recorded is not None:
-        served = results[-1]
+        served, scale = results[-1], scenario.traffic_scale  # a quick run: at full traffic
         calibration = Calibration.of(
             scenario.recorded,
-            served.failed,
-            served.answered_by_fallback,
-            served.cost_usd,
-            served.cache_loss_usd,
+            round(served.failed / scale),
+            round(served.answered_by_fallback / scale),
+            (served.cost_usd / Decimal(str(scale))).quantize(NANO),
+            (served.cache_loss_usd / Decimal(str(scale))).quantize(NANO),
         )
     return Comparison(scenario.name, results[0], compared, calibration)
 
 
+NANO = Decimal("1e-9")  # the scale of the store's money columns
 BASELINE = "baseline"  # the scenario's traffic with nothing failing
 AS_RECORDED = "as recorded"  # a replay's faults through its own chain: what really served
 # Below this many requests a run takes a few seconds: starting processes would cost as much.
@@ -338,6 +310,8 @@ def _one_run(
     progress: Progress | None,
 ) -> RunResult:
     config = scenario.config if backup is None else with_backup(scenario.config, backup)
+    if label == AS_RECORDED and scenario.recorded_faults is not None:
+        scenario = dataclasses.replace(scenario, faults=scenario.recorded_faults)
     paths = DataPaths(root / slug(label))
     return run_once(
         scenario,
@@ -409,42 +383,3 @@ def _in_processes(
     finally:
         stop.set()
         relaying.join(timeout=5)
-
-
-def default_candidate(scenario: Scenario) -> str:
-    """The backup compared when none is named: the first backup no fault of the scenario hits,
-    in the routes whose primary fails first (a Haiku incident's candidate is not Haiku, which
-    backs up another route)."""
-    routes = sorted(
-        scenario.config.routes.values(),
-        key=lambda route: not _fails(scenario, route.targets[0].name),
-    )
-    for route in routes:
-        for target in route.targets[1:]:
-            if not _fails(scenario, target.name):
-                return target.name
-    raise ConfigError(
-        "the scenario's routes have no backup that does not fail: give one with --backup"
-    )
-
-
-def _fails(scenario: Scenario, target: str) -> bool:
-    return any(fault.hits(target) for fault in _failing(scenario))
-
-
-def _failing(scenario: Scenario) -> list:
-    """The faults that fail calls: a slow target still answers, and may be a backup."""
-    return [fault for fault in scenario.faults if fault.kind != "slow"]
-
-
-def _refuse_failing(scenario: Scenario, candidates: list[str]) -> None:
-    """A candidate that is itself a failing target answers nothing: refused, by name. (One a
-    provider-wide fault hits through its provider stays: that its backup fails too is what
-    such a comparison shows.)"""
-    named = {fault.target for fault in _failing(scenario)}
-    for candidate in candidates:
-        if candidate in named:
-            raise ConfigError(
-                f"backup {candidate} is the target that fails in this scenario: it cannot back "
-                "itself up; name another"
-            )

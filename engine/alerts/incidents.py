@@ -6,8 +6,8 @@ are two incidents, each with its own routes and top error. From the minute rollu
 
   - a target's minute is *bad* for a family when the family's faults are at least `fault_rate`
     of the target's attempts that minute (for a decisive family, a refused key, any fault:
-    its breaker opens at the first, so there is no second to make a share). Bad minutes are the only thing that starts or
-    extends an incident;
+    its breaker opens at the first, so there is no second to make a share). Bad minutes are
+    the only thing that starts or extends an incident;
   - an incident ends `settle` after its last fault (the exact time of the last fault of the
     family in its last bad minute or the minute after it: an outage rarely ends on a minute's
     edge). It is ongoing until what followed its last bad minute shows the target recovered:

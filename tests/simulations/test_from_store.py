@@ -289,3 +289,29 @@ def test_a_replay_says_how_well_it_reproduces_the_record_and_writes_it_as_record
     assert body["recorded"]["answered_by_fallback"] == scenario.recorded.answered_by_fallback
     assert body["recorded"]["trusted"] is True
     assert from_json(body).calibration == calibration
+
+
+def test_a_from_traffic_run_is_calibrated_against_the_windows_own_incidents(data, tmp_path):
+    """Its "as recorded" run replays the incidents the window really had, not the outage it
+    injects, and is held against the record of the same window."""
+    incident, _, _ = incident_of(data, SONNET)
+    begins = incident["started_at"].floor("h").to_pydatetime()
+    outage = Outage(MINI, 600, 900, "overloaded")
+    scenario = scenario_from_traffic(
+        data, demo_config(8700), begins, begins + timedelta(hours=2), outage=outage
+    )
+    assert [f.target for f in scenario.recorded_faults] == [SONNET]
+    assert [f.target for f in scenario.faults] == [MINI]
+    comparison = simulate(scenario, results_dir=tmp_path)
+    calibration = comparison.calibration
+    assert calibration is not None and calibration.trusted, calibration_text(comparison)
+    assert calibration.recorded.answered_by_fallback >= 20, "the window held an incident"
+
+
+def test_a_window_never_runs_past_the_current_minute(data):
+    now = datetime.now(UTC)
+    scenario = scenario_from_traffic(
+        data, demo_config(8700), END - timedelta(hours=1), now + timedelta(hours=1), outage=None
+    )
+    end = scenario.start + timedelta(seconds=scenario.duration_s)
+    assert end == now.replace(second=0, microsecond=0)

@@ -12,9 +12,10 @@ import pytest
 
 from engine.core.errors import ConfigError
 from simulations.arrivals import arrivals
+from simulations.candidates import with_backup
 from simulations.results import as_json
 from simulations.scenario import library, load_scenario, parse_scenario
-from simulations.simulate import simulate, with_backup
+from simulations.simulate import simulate
 
 SMALL = {
     "name": "small outage",
