@@ -30,7 +30,9 @@ class Recorded:
     failed: int
     answered_by_fallback: int
     cost_usd: Decimal
-    cache_loss_usd: Decimal = Decimal(0)
+    # None: not measured. The store prices a lost cache with the primary's hit ratio over the
+    # day before; in a store's first day there is none, and it recorded $0 for a real loss.
+    cache_loss_usd: Decimal | None = Decimal(0)
 
     @property
     def fallback_rate(self) -> float:
@@ -51,6 +53,12 @@ class Measure:
 class Calibration:
     recorded: Recorded
     measures: tuple[Measure, ...]
+    replayed_cache_loss_usd: Decimal = Decimal(0)  # kept when the record has none to compare
+
+    @property
+    def unmeasured(self) -> tuple[str, ...]:
+        """The measures the record could not be compared on."""
+        return () if self.recorded.cache_loss_usd is not None else ("cache loss",)
 
     @classmethod
     def of(
@@ -62,17 +70,14 @@ class Calibration:
         cache_loss_usd: Decimal,
     ) -> Calibration:
         """The replay's figures (run with the chain that really served) against `recorded`."""
-        return cls(
-            recorded,
-            (
-                _count("requests failed", recorded.failed, failed),
-                _count(
-                    "answered by a fallback", recorded.answered_by_fallback, answered_by_fallback
-                ),
-                _usd("cost", recorded.cost_usd, cost_usd),
-                _usd("cache loss", recorded.cache_loss_usd, cache_loss_usd),
-            ),
-        )
+        measures = [
+            _count("requests failed", recorded.failed, failed),
+            _count("answered by a fallback", recorded.answered_by_fallback, answered_by_fallback),
+            _usd("cost", recorded.cost_usd, cost_usd),
+        ]
+        if recorded.cache_loss_usd is not None:
+            measures.append(_usd("cache loss", recorded.cache_loss_usd, cache_loss_usd))
+        return cls(recorded, tuple(measures), cache_loss_usd)
 
     @property
     def worst(self) -> Measure:
@@ -94,8 +99,11 @@ class Calibration:
             "failed": r.failed,
             "answered_by_fallback": r.answered_by_fallback,
             "cost_usd": str(r.cost_usd),
-            "cache_loss_usd": str(r.cache_loss_usd),
-            "replayed": {m.name: _plain(m.replayed) for m in self.measures},
+            "cache_loss_usd": None if r.cache_loss_usd is None else str(r.cache_loss_usd),
+            "replayed": {
+                **{m.name: _plain(m.replayed) for m in self.measures},
+                "cache loss": str(self.replayed_cache_loss_usd),
+            },
             "off": {m.name: m.off for m in self.measures},
             "within": self.within,
             "trusted": self.trusted,
@@ -108,7 +116,7 @@ class Calibration:
             body["failed"],
             body["answered_by_fallback"],
             Decimal(body["cost_usd"]),
-            Decimal(body["cache_loss_usd"]),
+            None if body["cache_loss_usd"] is None else Decimal(body["cache_loss_usd"]),
         )
         replayed = body["replayed"]
         return cls.of(

@@ -111,9 +111,20 @@ def scenario_from_traffic(
     happened = recorded_faults(published, overlapping(published, start, end), start, end)
     return dataclasses.replace(
         built,
-        recorded=recorded_window(published, start, end, window.routes),
+        recorded=_measured(recorded_window(published, start, end, window.routes), built),
         recorded_faults=tuple(happened),
     )
+
+
+def _measured(recorded: Recorded, scenario: Scenario) -> Recorded:
+    """`recorded` with its cache loss as unmeasured (None) where the store could not price it:
+    backups answered, the primary reads from its cache, yet not a cent was lost. The store
+    prices a lost cache with the primary's hit ratio over the day before each hour, and in its
+    first day there is none."""
+    warm = any(traffic.cached_share > 0 for traffic in scenario.routes.values())
+    if warm and recorded.answered_by_fallback and not recorded.cache_loss_usd:
+        return dataclasses.replace(recorded, cache_loss_usd=None)
+    return recorded
 
 
 def _until_now(end: datetime) -> datetime:
@@ -157,7 +168,7 @@ def scenario_from_incident(
         f"{format_usd(recorded.cost_usd)} in all; its fault schedule and traffic from the store."
     )
     built = _scenario(published, chain, window, name, description, faults, backups, limits)
-    return dataclasses.replace(built, recorded=recorded)
+    return dataclasses.replace(built, recorded=_measured(recorded, built))
 
 
 def recorded_window(

@@ -145,10 +145,16 @@ def calibration_text(comparison: Comparison) -> str | None:
         return None
     each = ", ".join(f"{m.name} {_figure(m.replayed)} against {_figure(m.recorded)} recorded"
                      for m in c.measures)  # fmt: skip
+    unmeasured = (
+        " The store recorded no cache loss to compare with: it had no cache-hit baseline for "
+        "these hours (the primary's answers of the day before)."
+        if c.unmeasured
+        else ""
+    )
     if c.trusted:
         return (
             f"This replay reproduces what happened within {_whole_pct(c.within)}, run with the "
-            f"backups that really served: {each}."
+            f"backups that really served: {each}.{unmeasured}"
         )
     worst = c.worst
     return (
@@ -156,7 +162,7 @@ def calibration_text(comparison: Comparison) -> str | None:
         f"{_whole_pct(worst.off)} off what happened on {worst.name} "
         f"({_figure(worst.replayed)} against {_figure(worst.recorded)} recorded), beyond the "
         f"{_whole_pct(TRUSTED)} it must be within, and every candidate's figures carry that "
-        f"error ({each})."
+        f"error ({each}).{unmeasured}"
     )
 
 

@@ -251,7 +251,7 @@ def _recorded(
             int(raw["failed"]),
             int(raw["answered_by_fallback"]),
             Decimal(str(raw["cost_usd"])),
-            Decimal(str(raw.get("cache_loss_usd", "0"))),
+            None if "cache_loss_usd" not in raw else Decimal(str(raw["cache_loss_usd"])),
         )
     except (KeyError, ValueError, ArithmeticError) as exc:
         raise fail(

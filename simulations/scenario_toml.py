@@ -76,7 +76,8 @@ def _recorded(scenario: Scenario) -> dict[str, Any]:
     table = {
         "requests": r.requests, "failed": r.failed,
         "answered_by_fallback": r.answered_by_fallback,
-        "cost_usd": str(r.cost_usd), "cache_loss_usd": str(r.cache_loss_usd),
+        "cost_usd": str(r.cost_usd),
+        **({} if r.cache_loss_usd is None else {"cache_loss_usd": str(r.cache_loss_usd)}),
         "replays": "faults" if scenario.recorded_faults is None else "recorded_faults",
     }  # fmt: skip
     faults = [_fault(f) for f in scenario.recorded_faults or ()]

@@ -14,7 +14,7 @@ from helpers.dashboard_pages import open_page, texts
 from helpers.recorded_incident import recorded
 
 from simulations import job as jobs
-from simulations.report import sentence, table_rows
+from simulations.report import calibration_text, sentence, table_rows
 from simulations.scenario import load_scenario, parse_scenario
 from simulations.simulate import simulate
 
@@ -159,6 +159,9 @@ def test_our_traffic_with_an_outage_described_runs_on_the_recorded_requests(reco
     assert [e.value for e in at.error] + [s.value for s in at.success] == [
         sentence(comparison, run) for run in comparison.ranked()
     ]
+    # Calibrated against the window's own record: the line the page shows above the results.
+    assert comparison.calibration is not None and comparison.calibration.trusted
+    assert calibration_text(comparison) in [i.value for i in at.info]
 
 
 def test_an_incident_is_replayed_with_another_backup_from_the_incidents_page(recorded_env):
@@ -182,3 +185,5 @@ def test_an_incident_is_replayed_with_another_backup_from_the_incidents_page(rec
     assert comparison.baseline.requests == sum(sum(r.per_minute) for r in scenario.routes.values())
     [said] = [s.value for s in at.success] + [e.value for e in at.error]
     assert said == sentence(comparison, comparison.candidates[0])
+    assert calibration_text(comparison).startswith("This replay reproduces what happened within")
+    assert calibration_text(comparison) in [i.value for i in at.info]
