@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 
 from engine.core.paths import DataPaths
-from simulations.arrivals import arrivals
-from simulations.live import run_live
-from simulations.scenario import compressed, parse_scenario
-from simulations.simulate import run_once, with_backup
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.live import run_live
+from simulations.whatif.scenario import compressed, parse_scenario
+from simulations.whatif.simulate import run_once, with_backup
 
 SCENARIO = {
     "name": "fidelity",

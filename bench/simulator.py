@@ -1,6 +1,6 @@
 """The what-if simulator's speed: simulated requests a second on a virtual clock
-(`simulations.simulate.run_once`) on the week-long library scenario with its incident, with the
-fast-forward (quiet requests answered as columns) and, as the baseline of the same run, every
+(`simulations.whatif.simulate.run_once`) on the week-long library scenario with its incident, with
+the fast-forward (quiet requests answered as columns) and, as the baseline of the same run, every
 request through the real chain; and what a week of traffic at 20 requests/s would take.
 
     python -m bench.simulator [--quick]
@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.core.paths import DataPaths
-from simulations.arrivals import arrivals
-from simulations.candidates import with_backup
-from simulations.scenario import load_scenario
-from simulations.simulate import run_once
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.candidates import with_backup
+from simulations.whatif.scenario import load_scenario
+from simulations.whatif.simulate import run_once
 
 SCENARIO = "week-with-a-tuesday-outage"
 TARGET_PER_S = 100_000  # the simulator issue's target

@@ -1,7 +1,7 @@
 """Whether a what-if simulation slows the dashboard for everyone else: the Live page's render
 (`bench.dashboard.live_render`, a new session and a refresh, through AppTest, which runs the
 page's script as the server does) on the demo's history, while a simulation runs as the What-if
-page runs it, a job in its own process (`simulations.job`), against idle.
+page runs it, a job in its own process (`simulations.whatif.job`), against idle.
 
 Idle and busy alternate render by render: the job is paused (SIGSTOP to its process group) for
 each idle render and resumed for each busy one, so that whatever else the machine runs weighs on
@@ -30,12 +30,12 @@ from pathlib import Path
 from bench.dashboard import Render, live_render
 from engine.core.paths import DataPaths
 from engine.scheduler.pipeline import Pipeline
-from simulations import job as jobs
-from simulations import job_process
-from simulations.demo import DEMO_KEY_ENV, demo_config
-from simulations.history import seed_history
-from simulations.scenario import SCENARIOS_DIR, load_scenario
-from simulations.simulate import simulate
+from simulations.demo.history import seed_history
+from simulations.demo.up import DEMO_KEY_ENV, demo_config
+from simulations.whatif import job as jobs
+from simulations.whatif import job_process
+from simulations.whatif.scenario import SCENARIOS_DIR, load_scenario
+from simulations.whatif.simulate import simulate
 
 # A week of traffic with three backups: minutes of simulation, stopped once the renders are
 # done, so that it runs throughout them however fast the simulator gets.

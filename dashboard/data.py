@@ -43,7 +43,7 @@ TIMEZONES = (
 REFRESH_S = 5
 # Several users (and the reruns of one) share a reading this young; each refresh gets a new one.
 BREAKERS_TTL_S = 2
-# `switchover up --demo` writes this file into its data folder (simulations.demo.DEMO_MARKER).
+# `switchover up --demo` writes this file into its data folder (simulations.demo.up.DEMO_MARKER).
 DEMO_MARKER = "DEMO"
 
 

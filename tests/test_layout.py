@@ -1,5 +1,6 @@
 """The engine's layout keeps the promises a newcomer relies on: no import cycle (type-only imports
-included), no module over 400 lines nor function over 60, and the core loading nothing heavy.
+included, in the simulations too), no module over 400 lines nor function over 60, and the core
+loading nothing heavy.
 
 The layers themselves are import-linter's contracts (pyproject.toml, run by `make lint`); these
 checks are what it cannot say.
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
+SIMULATIONS = ENGINE.parent / "simulations"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -25,13 +27,13 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(ENGINE.rglob("*.py"))}
+def _modules(package: Path = ENGINE) -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(package.rglob("*.py"))}
 
 
 def _imported(tree: ast.Module, module: str, is_package: bool, known: set[str]) -> Iterator[str]:
-    """The engine modules `module` imports, at any depth of its code (TYPE_CHECKING included).
-    `from package import name` is an import of the submodule when `name` is one."""
+    """The modules of `known` that `module` imports, at any depth of its code (TYPE_CHECKING
+    included). `from package import name` is an import of the submodule when `name` is one."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names if a.name in known)
@@ -49,8 +51,8 @@ def _imported(tree: ast.Module, module: str, is_package: bool, known: set[str]) 
                     yield base
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = _modules()
+def import_graph(package: Path = ENGINE) -> dict[str, set[str]]:
+    modules = _modules(package)
     known = set(modules)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -114,6 +116,13 @@ def test_the_import_walker_reads_type_only_and_submodule_imports() -> None:
 
 def test_no_import_cycle_in_the_engine() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_no_import_cycle_in_the_simulations() -> None:
+    # The fakes, the what-if and the demo; import-linter's contract keeps the three apart.
+    graph = import_graph(SIMULATIONS)
+    assert {"simulations.fakes.pages", "simulations.whatif.scenario"} <= set(graph)
+    assert cycles(graph) == []
 
 
 def test_no_engine_module_is_over_400_lines() -> None:

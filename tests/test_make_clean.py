@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.core.paths import DataPaths
-from simulations.demo import CONSOLE_STATE, DEMO_MARKER, demo_text
-from simulations.history import HISTORY_MARKER
-from simulations.job import JOBS
+from simulations.demo.history import HISTORY_MARKER
+from simulations.demo.up import CONSOLE_STATE, DEMO_MARKER, demo_text
+from simulations.whatif.job import JOBS
 
 ROOT = Path(__file__).resolve().parent.parent
 

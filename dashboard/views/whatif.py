@@ -1,12 +1,12 @@
-"""What-if: what would this incident cost with that backup? A scenario from the library (or
-edited), from our own recorded traffic (a date range and an outage described), or a recorded
-incident replayed (the Incidents page links here with its id); backup candidates and a traffic
-scale. The run is a job in a process of its own (simulations.job), which this page starts and
-polls: the dashboard's server never simulates, so the other viewers' pages stay as fast as they
-are, and a run outlives a reload. The results are in stores of their own under
-data/simulations/, never mixed with live data, and said honestly (simulations.results,
-simulations.report): failing candidates first and in red, with the cause; extra cost that adds
-up; headroom against the rate limits at the run's scale; latency within its noise as ≈ 0."""
+"""What-if: what would this incident cost with that backup? A scenario from the library (or edited),
+from our own recorded traffic (a date range and an outage described), or a recorded incident
+replayed (the Incidents page links here with its id); backup candidates and a traffic scale. The run
+is a job in a process of its own (simulations.whatif.job), which this page starts and polls: the
+dashboard's server never simulates, so the other viewers' pages stay as fast as they are, and a run
+outlives a reload. The results are in stores of their own under data/simulations/, never mixed with
+live data, and said honestly (simulations.whatif.results, simulations.whatif.report): failing
+candidates first and in red, with the cause; extra cost that adds up; headroom against the rate
+limits at the run's scale; latency within its noise as ≈ 0."""
 
 from __future__ import annotations
 
@@ -23,18 +23,19 @@ from engine.config import load_config
 from engine.config.alerting import parse_duration
 from engine.core.errors import ConfigError
 from engine.core.fault_families import describe
-from simulations import from_store
-from simulations import job as jobs
-from simulations.arrivals import arrivals
-from simulations.report import (
+from simulations.whatif import from_store
+from simulations.whatif import job as jobs
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.report import (
     calibration_text,
     headroom_warnings,
     scale_notice,
     sentence,
     table_rows,
 )
-from simulations.results import Comparison
-from simulations.scenario import library, parse_scenario, slug, to_toml
+from simulations.whatif.results import Comparison
+from simulations.whatif.scenario import library, parse_scenario, slug
+from simulations.whatif.scenario_toml import to_toml
 
 SCALES = {"1 %": 0.01, "10 %": 0.1, "25 %": 0.25, "100 %": 1.0}
 SOURCES = ("the library", "our traffic", "an incident")
@@ -60,7 +61,7 @@ def _choices() -> dict[str, str]:
 def _config_path() -> Path | None:
     """switchover.toml ($SWITCHOVER_CONFIG, else the working folder's); on demo data without
     one, the demo's routes."""
-    from simulations.demo import DEMO_CONFIG
+    from simulations.demo.up import DEMO_CONFIG
 
     path = Path(os.environ.get(CONFIG_ENV, "switchover.toml"))
     if path.exists():
@@ -70,8 +71,8 @@ def _config_path() -> Path | None:
 
 @st.cache_data(ttl=60, show_spinner="Reading the recorded traffic…", max_entries=16)
 def _from_store(path: str, changed: float, kind: str, **what) -> str:
-    """A scenario built from the published snapshots (simulations.from_store), as TOML to show
-    and edit; `changed` (the configuration's mtime) keys the cache."""
+    """A scenario built from the published snapshots (simulations.whatif.from_store), as TOML to
+    show and edit; `changed` (the configuration's mtime) keys the cache."""
     config = load_config(Path(path))
     if kind == "incident":
         built = from_store.scenario_from_incident(data.published(), config, what["incident_id"])
@@ -242,7 +243,7 @@ def _progress(folder: Path) -> None:
 
 
 def _table(comparison: Comparison) -> pd.DataFrame:
-    """The command line's cells (simulations.report.table_rows), a run a row."""
+    """The command line's cells (simulations.whatif.report.table_rows), a run a row."""
     rows = table_rows(comparison)
     return pd.DataFrame({(name.strip() or "run"): cells for name, *cells in rows})
 

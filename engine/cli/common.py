@@ -45,7 +45,7 @@ def running_config(config: Path, data_dir: Path | None = None) -> Path:
             f"the configuration the gateway runs on (-c path/to/switchover.toml), or, while "
             f"`switchover up` runs the demo, -c {demo} from the folder it runs in"
         )
-    from simulations.demo import DEMO_KEY_ENV
+    from simulations.demo.up import DEMO_KEY_ENV
 
     # The demo's fake providers take any key; `switchover up` gives its processes this one.
     os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-secret")

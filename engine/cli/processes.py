@@ -163,7 +163,7 @@ def up(
     status when one of them stops by itself."""
     from engine.cli.supervisor import Stop, run_stack
     from engine.core.paths import DataPaths
-    from simulations.demo import Plan, run_demo, wants_demo
+    from simulations.demo.up import Plan, run_demo, wants_demo
 
     if demo is None:
         demo, reason = wants_demo(config)
@@ -224,8 +224,8 @@ def demo_history(
 ) -> None:
     """Seed the demo's data folder with simulated history (the demo runs this once)."""
     from engine.core.paths import DataPaths
-    from simulations.demo import DEMO_KEY_ENV, demo_config
-    from simulations.history import seed_history
+    from simulations.demo.history import seed_history
+    from simulations.demo.up import DEMO_KEY_ENV, demo_config
 
     paths = DataPaths(data_dir) if data_dir else DataPaths.default()
     sent = seed_history(

@@ -6,11 +6,11 @@ Three ways to say what to simulate, exactly one a run:
     switchover simulate --from-traffic FROM..TO --outage TARGET,START,LENGTH,KIND[,RATE]
     switchover simulate --replay-incident ID          a recorded incident, as it happened
 
-The last two build the scenario from the team's own traffic (simulations.from_store), read from
-the published snapshots, so the scheduler may keep running. Then the simulator runs it through
-the real chain on a virtual clock, once without the incident and once per backup candidate,
-and prints the comparison (simulations.report). `--save` keeps the scenario built as TOML, to
-run again or to grow the library.
+The last two build the scenario from the team's own traffic (simulations.whatif.from_store), read
+from the published snapshots, so the scheduler may keep running. Then the simulator runs it through
+the real chain on a virtual clock, once without the incident and once per backup candidate, and
+prints the comparison (simulations.whatif.report). `--save` keeps the scenario built as TOML, to run
+again or to grow the library.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from engine.core.errors import ConfigError
 if TYPE_CHECKING:
     from engine.config import Config
     from engine.core.paths import DataPaths
-    from simulations.from_store import Outage
-    from simulations.scenario import Limits, Scenario
+    from simulations.whatif.from_store import Outage
+    from simulations.whatif.scenario import Limits, Scenario
 
 SCENARIO_HELP = "A scenario file, or a library name; or --from-traffic, or --replay-incident."
 REPLAY_HELP = "Replay a recorded incident (its id, as the Incidents page shows it)."
@@ -103,7 +103,7 @@ def simulate_command(
     if scale != 1:
         built = built.scaled(scale)
     if save is not None:
-        from simulations.scenario import to_toml
+        from simulations.whatif.scenario_toml import to_toml
 
         save.parent.mkdir(parents=True, exist_ok=True)
         save.write_text(to_toml(built))
@@ -139,12 +139,12 @@ def _scenario(
     if outage is not None and from_traffic is None:
         raise ConfigError("--outage goes with --from-traffic (a scenario has its own faults)")
     if scenario is not None:
-        from simulations.scenario import load_scenario
+        from simulations.whatif.scenario import load_scenario
 
         loaded = load_scenario(scenario)
         return dataclasses.replace(loaded, limits={**loaded.limits, **limits}) if limits else loaded
     from engine.published.read import PublishedData
-    from simulations import from_store
+    from simulations.whatif import from_store
 
     chain = _config(config, paths)
     published = PublishedData(paths.published)
@@ -174,7 +174,7 @@ def _config(path: Path, paths: DataPaths) -> Config:
     from engine.config import load_config
 
     if not path.exists() and path == Path("switchover.toml"):
-        from simulations.demo import DEMO_CONFIG, DEMO_MARKER
+        from simulations.demo.up import DEMO_CONFIG, DEMO_MARKER
 
         if (paths.root / DEMO_MARKER).exists():
             typer.echo(
@@ -186,10 +186,10 @@ def _config(path: Path, paths: DataPaths) -> Config:
 
 
 def _run(scenario: Scenario, backups: list[str] | None, out: Path | None, paths: DataPaths) -> None:
-    from simulations.arrivals import arrivals
-    from simulations.report import comparison_table
-    from simulations.results import as_json
-    from simulations.simulate import simulate as run
+    from simulations.whatif.arrivals import arrivals
+    from simulations.whatif.report import comparison_table
+    from simulations.whatif.results import as_json
+    from simulations.whatif.simulate import simulate as run
 
     runs = 1 + len(backups or scenario.backups or [None])
     typer.echo(f"{scenario.name}: {len(arrivals(scenario)):,} requests, {runs} runs")
@@ -235,9 +235,9 @@ def parse_window(text: str, now: datetime) -> tuple[datetime, datetime]:
 
 
 def parse_outage(text: str, start: datetime) -> Outage:
-    """TARGET,START,LENGTH,KIND[,RATE] as a `simulations.from_store.Outage`."""
+    """TARGET,START,LENGTH,KIND[,RATE] as a `simulations.whatif.from_store.Outage`."""
     from engine.config.alerting import parse_duration
-    from simulations.from_store import Outage
+    from simulations.whatif.from_store import Outage
 
     parts = [p.strip() for p in text.split(",")]
     if len(parts) not in (4, 5):
@@ -261,8 +261,8 @@ def parse_outage(text: str, start: datetime) -> Outage:
 
 
 def parse_limits(texts: Sequence[str]) -> dict[str, Limits]:
-    """TARGET=RPM,TPM options as `simulations.scenario.Limits` by target."""
-    from simulations.scenario import Limits
+    """TARGET=RPM,TPM options as `simulations.whatif.scenario.Limits` by target."""
+    from simulations.whatif.scenario import Limits
 
     limits = {}
     for text in texts:

@@ -97,7 +97,7 @@ class DataPaths:
     @property
     def demo_config(self) -> Path:
         """The configuration `switchover up --demo` runs on: the demo routes on that run's fake
-        providers (simulations.demo), for the commands run beside it (`switchover ask`,
+        providers (simulations.demo.up), for the commands run beside it (`switchover ask`,
         `switchover targets`)."""
         return self.root / "demo-runtime.toml"
 

@@ -1,6 +1,6 @@
 """The traffic profile's queries: what the what-if scenarios read to build a scenario from the
-team's own traffic (simulations.from_store), over the snapshots the scheduler's traffic profile
-job publishes (engine.store.traffic_profile; their shapes in engine.published.catalogue).
+team's own traffic (simulations.whatif.from_store), over the snapshots the scheduler's traffic
+profile job publishes (engine.store.traffic_profile; their shapes in engine.published.catalogue).
 
 A window [since, until) of minutes; sizes and latency of every hour it touches.
 """

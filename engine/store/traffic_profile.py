@@ -1,5 +1,5 @@
 """The traffic profile: what the what-if simulator reads to build a scenario from the team's own
-traffic (simulations.from_store), published as snapshots beside the rollups.
+traffic (simulations.whatif.from_store), published as snapshots beside the rollups.
 
     traffic_minute    per route and minute: requests, answered by fallback, failed, cost (from
                       the minute rollups), and the answers' prompt (input + cache read + cache

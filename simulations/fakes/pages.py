@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from simulations.fakes.reply import Reply
-
-if TYPE_CHECKING:
-    from simulations.fakes.render import Context
 
 NGINX_TITLES = {
     413: "413 Request Entity Too Large",
@@ -24,11 +19,11 @@ CLOUDFLARE = {
 }
 
 
-def html_reply(ctx: Context, status: int, delay: float = 0.0) -> Reply:
-    """The page Cloudflare (or the nginx behind it) shows instead of the API's JSON."""
-    ray = ctx.ids.ray()
+def html_reply(host: str, ray: str, status: int, delay: float = 0.0) -> Reply:
+    """The page Cloudflare (or the nginx behind it) shows instead of the API's JSON, for the
+    API at `host` (its dialect's HOST), with the Ray ID `ray` in the page and its headers."""
     if status in CLOUDFLARE:
-        title = f"{ctx.dialect.HOST} | {status}: {CLOUDFLARE[status]}"
+        title = f"{host} | {status}: {CLOUDFLARE[status]}"
         page = (
             '<!DOCTYPE html>\n<html lang="en-US">\n<head>\n<title>' + title + "</title>\n"
             '<meta charset="UTF-8" />\n</head>\n<body>\n<div id="cf-error-details">\n'

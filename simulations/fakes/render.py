@@ -201,7 +201,7 @@ def error_reply(
 ) -> Reply:
     style = body_style or shape.body
     if style == "html":
-        return html_reply(ctx, shape.status, delay)
+        return html_reply(ctx.dialect.HOST, ctx.ids.ray(), shape.status, delay)
     if style == "fastapi":
         detail = [
             {"type": "missing", "loc": ["body", "messages"], "msg": shape.message, "input": None}
@@ -247,7 +247,7 @@ def _html(spec: FaultSpec, ctx: Context) -> Reply:
     status = int(spec.get("status") or spec.fault.anthropic.status)  # type: ignore[union-attr]
     if spec.name == "cf_52x" and status not in CLOUDFLARE:
         raise ValueError(f"cf_52x status must be 520..524, not {status}")
-    return html_reply(ctx, status, float(spec.get("delay", 0.0)))
+    return html_reply(ctx.dialect.HOST, ctx.ids.ray(), status, float(spec.get("delay", 0.0)))
 
 
 # --- bodies that are not a usable answer ---------------------------------------------------

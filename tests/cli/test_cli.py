@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from engine.cli.main import app
 from engine.core.paths import DataPaths
-from simulations.demo import DEMO_KEY_ENV, demo_text
+from simulations.demo.up import DEMO_KEY_ENV, demo_text
 from simulations.fakes import FakeProviders
 
 runner = CliRunner()

@@ -14,9 +14,9 @@ from engine.cli.main import app
 from engine.core.paths import DataPaths
 from engine.published.read import PublishedData
 from engine.scheduler.pipeline import Pipeline
-from simulations.demo import DEMO_CONFIG, DEMO_KEY_ENV, DEMO_MARKER, demo_config
-from simulations.from_store import replayable_incidents
-from simulations.history import seed_history
+from simulations.demo.history import seed_history
+from simulations.demo.up import DEMO_CONFIG, DEMO_KEY_ENV, DEMO_MARKER, demo_config
+from simulations.whatif.from_store import replayable_incidents
 
 runner = CliRunner()
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

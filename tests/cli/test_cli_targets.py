@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from engine.cli.main import app
 from engine.core.paths import DataPaths
 from engine.state.switches_file import TargetSwitches
-from simulations.demo import demo_text
+from simulations.demo.up import demo_text
 
 runner = CliRunner()
 CONFIG = """

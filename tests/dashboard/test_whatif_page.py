@@ -13,10 +13,10 @@ from helpers.alert_harness import PRIMARY
 from helpers.dashboard_pages import open_page, texts
 from helpers.recorded_incident import recorded
 
-from simulations import job as jobs
-from simulations.report import calibration_text, sentence, table_rows
-from simulations.scenario import load_scenario, parse_scenario
-from simulations.simulate import simulate
+from simulations.whatif import job as jobs
+from simulations.whatif.report import calibration_text, sentence, table_rows
+from simulations.whatif.scenario import load_scenario, parse_scenario
+from simulations.whatif.simulate import simulate
 
 
 def _run(at, data: Path, timeout_s: float = 180):

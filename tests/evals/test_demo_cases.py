@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.core.clock import VirtualClock
 from engine.evals.cases import load_cases
 from engine.evals.runner import run_eval
-from simulations.demo import demo_config
+from simulations.demo.up import demo_config
 from simulations.fakes import FakeTransport
 
 CASES = Path(__file__).parents[2] / "data" / "demo-cases.toml"

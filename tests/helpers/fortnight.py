@@ -1,5 +1,5 @@
 """The demo's fortnight, as the weekly reports meet it: fourteen days of the demo's history
-(simulations.history: real chains on the fake providers, taken in by the scheduler as late
+(simulations.demo.history: real chains on the fake providers, taken in by the scheduler as late
 data) up to a Wednesday noon, then a quarter of an hour of live traffic through the real
 recorder, scheduler pass and alerting, in which a fault drill of classify's primary meets its
 backup failing (the drill makes requests fail, and ends itself at the first).
@@ -19,8 +19,8 @@ from engine.core.paths import DataPaths
 from engine.runtime.drills import start_drill
 from engine.state.drills import Drill
 from helpers.alert_harness import World
-from simulations.demo import DEMO_KEY_ENV, demo_config, demo_text
-from simulations.history import seed_history
+from simulations.demo.history import seed_history
+from simulations.demo.up import DEMO_KEY_ENV, demo_config, demo_text
 
 END = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # a Wednesday noon: W49 is a week to date
 DAYS = 14

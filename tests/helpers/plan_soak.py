@@ -35,10 +35,10 @@ from engine.published.read import PublishedData
 from engine.runtime.build import build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
-from simulations.console import Changes, records
-from simulations.demo import CYCLE_S, INCIDENTS, demo_text
+from simulations.demo.console import Changes, records
+from simulations.demo.traffic import Traffic
+from simulations.demo.up import CYCLE_S, INCIDENTS, demo_text
 from simulations.fakes import FakeTransport
-from simulations.traffic import Traffic
 
 # A Monday: the soak is in one report week. Not on a minute's edge: a fault that begins inside a
 # busy minute (a refused key after a dozen answers) must make its incident all the same.
@@ -116,7 +116,7 @@ class PlanSoak:
         return START + timedelta(minutes=self.cycles * CYCLE_S / 60 + self.tail_min)
 
     def _plan(self) -> list[Injected]:
-        """The demo's plan (simulations.demo.INCIDENTS) for `cycles` cycles, as the fake's
+        """The demo's plan (simulations.demo.up.INCIDENTS) for `cycles` cycles, as the fake's
         schedule and as the list of what it injected."""
         injected: list[Injected] = []
         for model, offset, duration, fault in INCIDENTS:

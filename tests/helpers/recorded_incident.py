@@ -2,7 +2,7 @@
 providers (tests/helpers/alert_harness.py `World`), with latency like a hosted model's and the
 support primary down for ten minutes, ending now; every minute through the real scheduler pass, then
 the scheduler's traffic-profile job (`Pipeline.traffic_profile`), which publishes what
-simulations.from_store reads; and its routes as the switchover.toml the page reads from
+simulations.whatif.from_store reads; and its routes as the switchover.toml the page reads from
 $SWITCHOVER_CONFIG."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from engine.reports.dates import moment, week_days
 from engine.reports.summary import fallback_cost
 from engine.reports.tables import tables
 from engine.reports.week import build_week
-from simulations.history import PAST_INCIDENTS
+from simulations.demo.history import PAST_INCIDENTS
 
 pytestmark = pytest.mark.timeout(600)  # the fortnight takes a minute and a half to build
 

@@ -9,10 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from simulations.arrivals import Arrival, arrivals
-from simulations.history import daily_curve
-from simulations.scenario import parse_scenario
-from simulations.scenario_traffic import quantile_mean
+from simulations.whatif.arrivals import Arrival, arrivals, daily_curve
+from simulations.whatif.scenario import parse_scenario
+from simulations.whatif.scenario_traffic import quantile_mean
 
 BASE = {
     "duration": "2h",

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
-from simulations.console import Changes, Window, records
-from simulations.demo_client import Outcome
+from simulations.demo.client import Outcome
+from simulations.demo.console import Changes, Window, records
 
 OK = Outcome("support", 200, failed=False)
 BY_FALLBACK = Outcome("support", 200, failed=False, fallback=True)

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulations.results import as_json, from_json
-from simulations.scenario import parse_scenario
-from simulations.simulate import simulate
+from simulations.whatif.results import as_json, from_json
+from simulations.whatif.scenario import parse_scenario
+from simulations.whatif.simulate import simulate
 
 PRIMARY = "claude/claude-sonnet-4-5"
 BACKUPS = ("gpt/gpt-4.1-mini", "claude/claude-haiku-4-5", "gpt/gpt-4.1")

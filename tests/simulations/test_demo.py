@@ -26,8 +26,8 @@ import httpx
 from engine.cli.supervisor import Stop
 from engine.core.paths import DataPaths
 from engine.published.read import PublishedData
-from simulations.demo import Plan, run_demo, wants_demo
-from simulations.history import HISTORY_MARKER
+from simulations.demo.history import HISTORY_MARKER
+from simulations.demo.up import Plan, run_demo, wants_demo
 
 SONNET, HAIKU = "claude/claude-sonnet-4-5", "claude/claude-haiku-4-5"
 DEADLINE_S = 90  # a loaded 2-core machine starts the scheduler and the gateway in seconds

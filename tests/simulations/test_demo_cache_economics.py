@@ -25,10 +25,10 @@ from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.runtime.build import build_pricer
 from engine.scheduler.pipeline import Pipeline
-from simulations.demo import DEMO_KEY_ENV, demo_config
+from simulations.demo.history import PAST_INCIDENTS, seed_history
+from simulations.demo.traffic import Traffic
+from simulations.demo.up import DEMO_KEY_ENV, demo_config
 from simulations.fakes import Call
-from simulations.history import PAST_INCIDENTS, seed_history
-from simulations.traffic import Traffic
 
 END = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
 DAYS = 3  # from Nov 27: the plan's day 2 holds its first 529 outage, and nothing else

@@ -15,10 +15,10 @@ import pytest
 from engine.core.attempt import Attempt
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
-from simulations.arrivals import arrivals
-from simulations.candidates import with_backup
-from simulations.scenario import library, load_scenario, parse_scenario
-from simulations.simulate import run_once
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.candidates import with_backup
+from simulations.whatif.scenario import library, load_scenario, parse_scenario
+from simulations.whatif.simulate import run_once
 
 ATTEMPT = """SELECT attempt_number, route, target, started_at, ttft_ms, outcome, decision,
     error_class, fault_kind, http_status, breaker_state, served, fallback_depth, input_tokens,

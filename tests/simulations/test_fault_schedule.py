@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from simulations.fault_schedule import FaultMinute, faults_of, scenario_kind
+from simulations.whatif.fault_schedule import FaultMinute, faults_of, scenario_kind
 
 T0 = datetime(2026, 11, 27, 15, 0, tzinfo=UTC)
 SONNET = "claude/claude-sonnet-4-5"

@@ -14,26 +14,27 @@ from engine.core.errors import ConfigError
 from engine.core.paths import DataPaths
 from engine.published.read import PublishedData
 from engine.scheduler.pipeline import Pipeline
-from simulations.arrivals import arrivals
-from simulations.demo import DEMO_KEY_ENV, demo_config, demo_text
-from simulations.from_store import (
+from simulations.demo.history import PAST_INCIDENTS, seed_history
+from simulations.demo.up import DEMO_KEY_ENV, demo_config, demo_text
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.from_store import (
     Outage,
     recorded_window,
     replayable_incidents,
     scenario_from_incident,
     scenario_from_traffic,
 )
-from simulations.history import PAST_INCIDENTS, seed_history
-from simulations.report import calibration_text
-from simulations.results import as_json, from_json
-from simulations.scenario import Fault, Limits, parse_scenario, to_toml
-from simulations.simulate import run_once, simulate
+from simulations.whatif.report import calibration_text
+from simulations.whatif.results import as_json, from_json
+from simulations.whatif.scenario import Fault, Limits, parse_scenario
+from simulations.whatif.scenario_toml import to_toml
+from simulations.whatif.simulate import run_once, simulate
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DAYS = 9  # the first three past incidents: an outage, a 429 storm, a revoked key
 START = END - timedelta(days=DAYS)
 SONNET, HAIKU, MINI = "claude/claude-sonnet-4-5", "claude/claude-haiku-4-5", "gpt/gpt-4.1-mini"
-# The incidents the history plans (simulations.history.PAST_INCIDENTS), by the target they hit.
+# The incidents the history plans (simulations.demo.history.PAST_INCIDENTS), by the target they hit.
 PLANNED = {f"{'gpt' if i.model.startswith('gpt') else 'claude'}/{i.model}": i
            for i in PAST_INCIDENTS if i.day < DAYS}  # fmt: skip
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from engine.core.paths import DataPaths
 from engine.scheduler.pipeline import Pipeline
-from simulations.demo import DEMO_KEY_ENV, demo_config
-from simulations.history import HISTORY_MARKER, PAST_INCIDENTS, seed_history
+from simulations.demo.history import HISTORY_MARKER, PAST_INCIDENTS, seed_history
+from simulations.demo.up import DEMO_KEY_ENV, demo_config
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from simulations import job as jobs
-from simulations.report import table_rows
-from simulations.scenario import SCENARIOS_DIR, parse_scenario
-from simulations.simulate import simulate
+from simulations.whatif import job as jobs
+from simulations.whatif.report import table_rows
+from simulations.whatif.scenario import SCENARIOS_DIR, parse_scenario
+from simulations.whatif.simulate import simulate
 
 TINY = """
 name = "tiny outage"
@@ -143,7 +143,7 @@ def _job_folder_of(tmp_path, process) -> Path:
 def test_a_job_process_still_importing_reads_as_running(tmp_path):
     # Alive and silent (a loaded machine can take seconds over the imports): not stopped.
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                                "simulations.job"])  # fmt: skip
+                                "simulations.whatif.job"])  # fmt: skip
     try:
         assert jobs.status(_job_folder_of(tmp_path, process)).state == "running"
     finally:
@@ -153,7 +153,7 @@ def test_a_job_process_still_importing_reads_as_running(tmp_path):
 
 def test_a_job_process_that_ended_unreaped_reads_as_stopped(tmp_path):
     # A zombie still answers a signal; it is over all the same.
-    process = subprocess.Popen([sys.executable, "-c", "pass", "simulations.job"])
+    process = subprocess.Popen([sys.executable, "-c", "pass", "simulations.whatif.job"])
     deadline = time.monotonic() + 30
     while _state_of(process.pid) != "Z" and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -9,8 +9,8 @@ import tomllib
 from engine.config import parse_config
 from engine.core.paths import DataPaths
 from engine.runtime.switchover import Switchover
-from simulations.scenario import parse_scenario
-from simulations.simulate import _Run
+from simulations.whatif.scenario import parse_scenario
+from simulations.whatif.simulate import _Run
 
 CONFIG = """
 [providers.claude]

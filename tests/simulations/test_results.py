@@ -11,8 +11,8 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from simulations.arrivals import arrivals
-from simulations.report import (
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.report import (
     comparison_table,
     headroom_warnings,
     latency_text,
@@ -20,15 +20,15 @@ from simulations.report import (
     sentence,
     table_rows,
 )
-from simulations.results import (
+from simulations.whatif.results import (
     Comparison,
     LatencyChange,
     Quantile,
     as_json,
     from_json,
 )
-from simulations.scenario import library, load_scenario, parse_scenario, slug
-from simulations.simulate import simulate
+from simulations.whatif.scenario import library, load_scenario, parse_scenario, slug
+from simulations.whatif.simulate import simulate
 
 SMALL = {
     "name": "small outage",

@@ -11,7 +11,8 @@ import pytest
 
 from engine.behaviours.contracts import OutputContract
 from engine.core.errors import ConfigError
-from simulations.scenario import Latency, library, load_scenario, parse_scenario, to_toml
+from simulations.whatif.scenario import Latency, library, load_scenario, parse_scenario
+from simulations.whatif.scenario_toml import to_toml
 
 SCHEMA = {
     "type": "object",

@@ -11,11 +11,11 @@ import genai_prices
 import pytest
 
 from engine.core.errors import ConfigError
-from simulations.arrivals import arrivals
-from simulations.candidates import with_backup
-from simulations.results import as_json
-from simulations.scenario import library, load_scenario, parse_scenario
-from simulations.simulate import simulate
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.candidates import with_backup
+from simulations.whatif.results import as_json
+from simulations.whatif.scenario import library, load_scenario, parse_scenario
+from simulations.whatif.simulate import simulate
 
 SMALL = {
     "name": "small outage",

@@ -1,5 +1,5 @@
 """Retention over sixteen days of the demo's traffic, made by the real chain, recorder and
-scheduler pass (simulations.history) and archived two days back, then taken in by a restarted
+scheduler pass (simulations.demo.history) and archived two days back, then taken in by a restarted
 scheduler and met by a late spool file: the weekly report of the week that moved, its rollups,
 incidents and failure classes, and the What-if's scenarios of its days are what they were
 before the move (engine.store.retention)."""
@@ -24,16 +24,16 @@ from engine.reports.week import build_week
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.store.retention import ArchiveResult, archive_old_attempts, stored_attempts
-from simulations.demo import DEMO_KEY_ENV, demo_config
+from simulations.demo.history import seed_history
+from simulations.demo.up import DEMO_KEY_ENV, demo_config
 from simulations.fakes import FakeTransport
-from simulations.from_store import (
+from simulations.whatif.from_store import (
     Outage,
     replayable_incidents,
     scenario_from_incident,
     scenario_from_traffic,
 )
-from simulations.history import seed_history
-from simulations.scenario import to_toml
+from simulations.whatif.scenario_toml import to_toml
 
 END = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # a Wednesday noon
 HISTORY_DAYS = 16  # from Monday 16 Nov noon: W47 in part, W48 whole, W49 to date

@@ -17,8 +17,8 @@ from engine.published.catalogue import LEVELS, REPLAY_MARGIN, SNAPSHOT_COLUMNS
 from engine.published.read import PublishedData
 from engine.scheduler.pipeline import Pipeline
 from engine.store.traffic_profile import PROFILE_EVERY
-from simulations.demo import DEMO_KEY_ENV, demo_config
-from simulations.history import seed_history
+from simulations.demo.history import seed_history
+from simulations.demo.up import DEMO_KEY_ENV, demo_config
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROFILE = ("traffic_minute", "traffic_sizes", "target_latency", "incident_minutes")

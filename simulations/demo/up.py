@@ -2,13 +2,13 @@
 
 Nothing here is a mock-up, and the demo is one system: the scheduler, the gateway and the
 dashboard run as their own processes (engine.cli.supervisor), and the demo's traffic goes to the
-gateway over HTTP in both dialects, as applications' traffic does (simulations.demo_client).
+gateway over HTTP in both dialects, as applications' traffic does (simulations.demo.client).
 The gateway's chains call the fault-injecting fake server, which plays a repeating 15-minute
 incident plan (the support primary answering 529 for 3 minutes, a 429 storm on the
 classifier's primary, an expired key on the summariser's primary). So the breakers the demo's
 traffic opens are the ones your own requests meet, and the gateway's recorder, `/metrics` and
 the Live page count all of it; this process records nothing itself. The console says each
-change of state once, and what the last seconds' traffic did (simulations.console).
+change of state once, and what the last seconds' traffic did (simulations.demo.console).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from engine.cli.supervisor import Stop, Supervisor, start_stack, switchover
 from engine.config import Config, load_config, parse_config
 from engine.core.errors import ConfigError
 from engine.core.paths import DataPaths
-from simulations.console import Console
-from simulations.demo_client import gateway_client, send_traffic, wait_until_ready
+from simulations.demo.client import gateway_client, send_traffic, wait_until_ready
+from simulations.demo.console import Console
+from simulations.demo.history import HISTORY_MARKER
+from simulations.demo.traffic import Traffic
 from simulations.fakes import FakeProviders
-from simulations.history import HISTORY_MARKER
-from simulations.traffic import Traffic
 
-DEMO_CONFIG = Path(__file__).parents[1] / "data" / "demo.toml"
+DEMO_CONFIG = Path(__file__).parents[2] / "data" / "demo.toml"
 DEMO_KEY_ENV = "SWITCHOVER_DEMO_KEY"
 CONSOLE_STATE = "console.json"  # what the console said, so that a restart says only news
 DEMO_MARKER = "DEMO"  # the dashboard labels a data folder holding it as demo data

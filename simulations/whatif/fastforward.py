@@ -57,8 +57,8 @@ from engine.state.breaker import (
     transition,
 )
 from engine.telemetry import columns as records
-from simulations.scenario import Scenario
-from simulations.simulated import CACHE_TTL_S, Caches, SimulatedProvider
+from simulations.whatif.scenario import Scenario
+from simulations.whatif.simulated import CACHE_TTL_S, Caches, SimulatedProvider
 
 ROWS_PER_FILE = 500_000
 _NONE = np.empty(0)

@@ -45,13 +45,19 @@ from engine.runtime.build import breaker_changes, breaker_policies, build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.telemetry.recorder import Recorder
-from simulations.arrivals import arrivals
-from simulations.calibration import Calibration
-from simulations.candidates import default_candidate, refuse_failing, with_backup
-from simulations.fastforward import Columns, FastForward, PendingBreakers
-from simulations.results import Comparison, RunResult, results_of
-from simulations.scenario import Scenario, slug
-from simulations.simulated import CURRENT, Caches, RequestDraws, RequestJitter, SimulatedProvider
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.calibration import Calibration
+from simulations.whatif.candidates import default_candidate, refuse_failing, with_backup
+from simulations.whatif.fastforward import Columns, FastForward, PendingBreakers
+from simulations.whatif.results import Comparison, RunResult, results_of
+from simulations.whatif.scenario import Scenario, slug
+from simulations.whatif.simulated import (
+    CURRENT,
+    Caches,
+    RequestDraws,
+    RequestJitter,
+    SimulatedProvider,
+)
 
 Progress = Callable[[str, float], None]  # (what, share done)
 
@@ -70,7 +76,7 @@ def run_once(
 ) -> RunResult:
     """One run of `traffic` through `config`'s chains into the store at `paths`: every request
     through the chain, or with `fast_forward` (the default) the quiet ones answered by
-    simulations.fastforward, with the same result."""
+    simulations.whatif.fastforward, with the same result."""
     shutil.rmtree(paths.root, ignore_errors=True)
     run = _Run(scenario, config, traffic, paths, faults=faults, fast_forward=fast_forward)
     started = time.perf_counter()

@@ -18,7 +18,7 @@ runs; and only counts and distributions are read, never a prompt. A scenario has
     its primary read from its cache when warm;
   - per target, its measured latency (p50, p99, time to the first token); the team's typical
     latency for a target never measured (a new backup);
-  - the faults: the outage described, or the incident's own (simulations.fault_schedule).
+  - the faults: the outage described, or the incident's own (simulations.whatif.fault_schedule).
 Bad input (a window with no traffic, an unknown incident or target) is a ConfigError.
 """
 
@@ -39,24 +39,24 @@ from engine.core.fault_families import describe
 from engine.core.money import format_usd
 from engine.published.catalogue import LEVELS, REPLAY_MARGIN
 from engine.published.read import PublishedData
-from simulations.calibration import Recorded
-from simulations.recorded_incidents import (
+from simulations.whatif.calibration import Recorded
+from simulations.whatif.recorded_incidents import (
     incident,
     overlapping,
     recorded_faults,
     replayable_incidents,
     touched_routes,
 )
-from simulations.scenario import FAULT_KINDS, Fault, Latency, Limits, RouteTraffic, Scenario
-from simulations.scenario_toml import chain_tables, duration
-from simulations.scenario_traffic import quantile_mean
+from simulations.whatif.scenario import FAULT_KINDS, Fault, Latency, Limits, RouteTraffic, Scenario
+from simulations.whatif.scenario_toml import chain_tables, duration
+from simulations.whatif.scenario_traffic import quantile_mean
 
 __all__ = [
     "OUTAGE_KINDS",
     "Outage",
     "Recorded",
     "recorded_window",
-    "replayable_incidents",  # simulations.recorded_incidents
+    "replayable_incidents",  # simulations.whatif.recorded_incidents
     "scenario_from_incident",
     "scenario_from_traffic",
 ]

@@ -32,7 +32,7 @@ import pandas as pd
 
 from engine.core.files import atomic_write
 from engine.published.read import PublishedData
-from simulations.demo_client import Outcome
+from simulations.demo.client import Outcome
 
 Say = Callable[[str], None]
 STATUS_EVERY_S = 1.0  # the gateway's breakers

@@ -1,11 +1,11 @@
-"""A scenario written back as TOML: what `simulations.scenario.to_toml` returns.
+"""A scenario written back as TOML (`to_toml`).
 
 The inverse of `parse_scenario`: reading the text gives a scenario equal to the one written
 (tests/simulations/test_scenario_toml.py), so a scenario built from the store can be saved
 into the library and edited by hand. Only what differs from a default is written, in the
 order a person writes a scenario: what it is, the chain, the traffic, the latency, the faults,
 the limits. `chain_tables` is the chain part alone (switchover.toml's providers, prompts,
-routes, policy and prices), which `simulations.from_store` also uses to take the chain of a
+routes, policy and prices), which `simulations.whatif.from_store` also uses to take the chain of a
 configuration without the way to reach its providers.
 """
 
@@ -27,8 +27,8 @@ from engine.config import Config, ProviderConfig, RouteConfig, TargetConfig
 from engine.core.errors import ConfigError
 from engine.core.pricing import PriceOverride
 from engine.fallback.policy import Policy
-from simulations.scenario import Fault, Latency, Limits, Scenario
-from simulations.scenario_traffic import RouteTraffic
+from simulations.whatif.scenario import Fault, Latency, Limits, Scenario
+from simulations.whatif.scenario_traffic import RouteTraffic
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _WIDTH = 100  # long arrays (a fortnight of minutes) are wrapped at this width
@@ -37,7 +37,9 @@ _DEFAULT_PROVIDER = ProviderConfig("", "anthropic", "")
 _REACH = ("base_url", "api_key_env", "headers", "connect_timeout_s")  # how to call it, not what
 
 
-def scenario_text(scenario: Scenario) -> str:
+def to_toml(scenario: Scenario) -> str:
+    """`scenario` as TOML that `parse_scenario(tomllib.loads(...))` reads back equal to it: a
+    scenario built from the store, saved into the library."""
     top = {
         "name": scenario.name,
         "description": scenario.description,

@@ -1,8 +1,8 @@
-"""A what-if job's own process (`python -m simulations.job_process FOLDER`): it runs the
-scenario in the folder that simulations.job set up, and writes its status and result there.
+"""A what-if job's own process (`python -m simulations.whatif.job_process FOLDER`): it runs the
+scenario in the folder that simulations.whatif.job set up, and writes its status and result there.
 
-Apart from simulations.job, which the dashboard imports to start and poll jobs, because this is
-the side that runs the engine, the store and the scheduler: the dashboard's process never loads
+Apart from simulations.whatif.job, which the dashboard imports to start and poll jobs, because this
+is the side that runs the engine, the store and the scheduler: the dashboard's process never loads
 them.
 """
 
@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.core.errors import ConfigError
-from simulations.job import JobSpec, write_json, write_status
-from simulations.results import as_json
-from simulations.scenario import Scenario
+from simulations.whatif.job import JobSpec, write_json, write_status
+from simulations.whatif.results import as_json
+from simulations.whatif.scenario import Scenario
 
 NICE = 10  # where SCHED_IDLE is not available
 _STATUS_EVERY_S = 0.25  # progress is written at most this often
@@ -29,8 +29,8 @@ _STATUS_EVERY_S = 0.25  # progress is written at most this often
 
 def run(folder: Path) -> int:
     """Run the job in `folder` (in this process); 0 when its result is written."""
-    from simulations.scenario import parse_scenario
-    from simulations.simulate import simulate
+    from simulations.whatif.scenario import parse_scenario
+    from simulations.whatif.simulate import simulate
 
     body = json.loads((folder / "job.json").read_text())
     spec = JobSpec(body["title"], body["scenario"], tuple(body["backups"]), body["scale"])
@@ -99,7 +99,7 @@ def workers(scenario: Scenario) -> int:
     starting them. The core left alone is the dashboard's: even on idle CPU time, a busy
     neighbour core slows a page render (measured on 2 cores: one busy core +12 %, both +39 %,
     bench/whatif_isolation.py), so the viewers keep one to themselves."""
-    from simulations.simulate import PARALLEL_FROM
+    from simulations.whatif.simulate import PARALLEL_FROM
 
     sent = scenario.rate_per_s * scenario.traffic_scale * scenario.duration_s  # at most
     spare = max(1, (os.cpu_count() or 1) - 1)

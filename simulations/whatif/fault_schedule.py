@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from simulations.scenario import Fault
+from simulations.whatif.scenario import Fault
 
 MINUTE = timedelta(minutes=1)
 _Z = 4.0  # standard deviations apart two stretches' shares must be to stay two

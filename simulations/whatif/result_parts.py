@@ -1,7 +1,7 @@
 """The parts of a what-if run's figures, as values: a latency quantile and its noise, the
 change of one against the baseline's, a failed request's cause, the load a run put on a backup
 and its headroom against a limit, and the parts of a candidate's extra cost. A leaf: it reads
-no store and imports nothing of the simulator (simulations.results builds them)."""
+no store and imports nothing of the simulator (simulations.whatif.results builds them)."""
 
 from __future__ import annotations
 

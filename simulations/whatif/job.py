@@ -7,11 +7,11 @@ it (a reload, a closed tab, another viewer opening What-if).
         job.json      what to run: a title, the scenario's TOML, the candidates, the traffic scale
         status.json   running, done, failed or stopped; the share done and the run under way
         pid           the job's process, as its starter saw it
-        result.json   the comparison (simulations.results.as_json), once done
+        result.json   the comparison (simulations.whatif.results.as_json), once done
         runs/         the runs' results stores (only the newest KEEP_STORES jobs keep theirs)
         log.txt       the process's own output
 
-    python -m simulations.job_process FOLDER   (simulations.job_process: the job itself)
+    python -m simulations.whatif.job_process FOLDER   (job_process.py: the job itself)
 
 The process, and the workers it starts for a large run (one per core but one: `workers`), run
 on CPU time nobody else wants (SCHED_IDLE; nice 10 where that is not available), so that on a
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.files import atomic_write
-from simulations.results import Comparison, from_json
+from simulations.whatif.results import Comparison, from_json
 
 JOBS = Path("simulations") / "jobs"  # under the data folder
 KEEP_STORES = 3  # finished jobs whose runs' stores are kept (each a few tens of MB)
@@ -48,7 +48,7 @@ KEEP_JOBS = 20  # job folders kept at all: their results stay readable on the pa
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     title: str  # what the page calls it: the scenario's name, or the incident replayed
-    scenario: str  # the scenario as TOML (simulations.scenario)
+    scenario: str  # the scenario as TOML (simulations.whatif.scenario)
     backups: tuple[str, ...]  # the candidates; empty: the scenario's own
     scale: float = 1.0  # the share of the scenario's traffic to send
 
@@ -92,7 +92,7 @@ def start(data_root: Path, spec: JobSpec) -> Path:
     write_status(folder, spec, "running", 0.0, "starting", now, pid=None)
     with open(folder / "log.txt", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "simulations.job_process", str(folder)],
+            [sys.executable, "-m", "simulations.whatif.job_process", str(folder)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a stop ends it and nothing else
         )  # fmt: skip
@@ -260,7 +260,7 @@ def _alive(pid: int) -> bool:
         cmdline = proc.joinpath("cmdline").read_bytes()
         # Empty while the kernel is still setting up the exec that Popen has already
         # returned from (the parent learns of an exec before its arguments are in place).
-        return not cmdline or b"simulations.job" in cmdline
+        return not cmdline or b"simulations.whatif.job" in cmdline
     return False  # gone between the signal and the read
 
 

@@ -1,6 +1,6 @@
-"""The recorded incidents a what-if replays (simulations.from_store): which can be replayed,
+"""The recorded incidents a what-if replays (simulations.whatif.from_store): which can be replayed,
 those in a window, the routes they touched, and the faults their minutes show
-(simulations.fault_schedule). Read from the published snapshots, never the database.
+(simulations.whatif.fault_schedule). Read from the published snapshots, never the database.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from engine.config import Config
 from engine.core.errors import ConfigError
 from engine.core.fault_families import BY_NAME
 from engine.published.read import PublishedData
-from simulations.fault_schedule import FaultMinute, faults_of
-from simulations.scenario import Fault
+from simulations.whatif.fault_schedule import FaultMinute, faults_of
+from simulations.whatif.scenario import Fault
 
 
 def replayable_incidents(published: PublishedData, since: datetime | None = None) -> pd.DataFrame:

@@ -18,7 +18,7 @@ Randomness is per request, never shared: a request's first attempt takes its lat
 draw its arrival carries (`RequestDraws`), and anything further (fault draws, later attempts'
 latencies, the chain's retry jitter) comes from a generator seeded by the request's number. So
 what one request meets never depends on how many others ran before it, and a request the
-simulator fast-forwards (simulations.fastforward) meets exactly what the chain would have.
+simulator fast-forwards (simulations.whatif.fastforward) meets exactly what the chain would have.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from engine.core.clock import Clock
 from engine.core.messages import MessageEnd, Request, Response, StreamEvent, Text, TextDelta, Usage
 from engine.providers.transport_faults import classify_exception
 from simulations.fakes.faults import FAULTS
-from simulations.scenario import Fault, Latency, Limits, RouteTraffic
+from simulations.whatif.scenario import Fault, Latency, Limits, RouteTraffic
 
 CACHE_TTL_S = 300.0
 _Z99 = 2.3263478740408408  # the standard normal's 99th percentile

@@ -1,7 +1,8 @@
 """A scenario run for real: the fake providers over HTTP follow its fault schedule, the real
 `Switchover` (HTTP adapters, transport, recorder) sends its traffic on the real clock. Run on a
 compressed scenario (`scenario.compressed`), it is the check of the simulator's fidelity: both
-must agree on requests failed, fallback rate and cost (tests/simulations/test_fidelity.py)."""
+must agree on requests failed, fallback rate and cost (`python -m bench.fidelity`, a measurement
+rather than a test: the live side runs on the wall clock)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from engine.core.paths import DataPaths
 from engine.runtime.build import build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
-from simulations.arrivals import arrivals
-from simulations.candidates import with_backup
 from simulations.fakes import FakeProviders
-from simulations.results import RunResult, results_of
-from simulations.scenario import Scenario
+from simulations.whatif.arrivals import arrivals
+from simulations.whatif.candidates import with_backup
+from simulations.whatif.results import RunResult, results_of
+from simulations.whatif.scenario import Scenario
 
 KEY_ENV = "SWITCHOVER_LIVE_SCENARIO_KEY"
 # The fake's name for each scenario fault kind ("slow" is a latency, not a fault: not here).

@@ -5,8 +5,8 @@ Generated a minute at a time with numpy, columnar (`Traffic`): a week at 20 requ
 7 M requests) takes a few seconds, not the minutes a Python loop over requests would.
 
 - A route with a share of the rate: Poisson arrivals at `rate_per_s × traffic_scale`, thinned
-  by the daily curve (`simulations.history.daily_curve`, constant within a minute, so each
-  minute's count is Poisson with its own mean), routes drawn by share.
+  by the daily curve (`daily_curve`, which the demo's history follows too; constant within a
+  minute, so each minute's count is Poisson with its own mean), routes drawn by share.
 - A route with a recorded schedule (`per_minute`): in minute m, `per_minute[m] ×
   traffic_scale` requests, rounded up or down at random by its fraction (2.3 is 2 or, three
   times in ten, 3). Not Poisson: a recorded minute replays with the count it had, so a replayed
@@ -22,15 +22,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
-from simulations.history import daily_curve
-from simulations.scenario import Scenario
-from simulations.scenario_traffic import RouteTraffic
+from simulations.whatif.scenario import Scenario
+from simulations.whatif.scenario_traffic import RouteTraffic
 
 MINUTE = 60.0
+
+
+def daily_curve(at: datetime) -> float:
+    """Traffic relative to its daily peak: quiet at night (UTC), busiest mid-afternoon."""
+    hour = at.hour + at.minute / 60
+    return 0.25 + 0.75 * max(0.0, math.sin(math.pi * (hour - 6) / 16)) if 6 <= hour <= 22 else 0.25
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ share = 0.7                           # of the requests
 input_tokens = 1800                   # mean prompt size (± 30 %)
 output_tokens = 250                   # mean answer size (± 40 %)
 cached_share = 0.8                    # of the prompt the primary reads from its cache
-# Recorded traffic instead (simulations.from_store writes these): the route's requests in each
-# minute from the start (the rate, share and curve are then ignored; a shorter list repeats),
+# Recorded traffic instead (simulations.whatif.from_store writes these): the route's requests in
+# each minute from the start (the rate, share and curve are then ignored; a shorter list repeats),
 # and sizes drawn from evenly spaced quantiles, the minimum first and the maximum last.
 # per_minute = [3, 5, 4, ...]
 # input_quantiles = [1510, 1512, ..., 1530]
@@ -48,7 +48,8 @@ rpm = 5000
 tpm = 2000000
 
 Top level, optional: `traffic_scale = 0.01` simulates 1 % of the traffic (rate limits unscaled).
-`to_toml(scenario)` writes a scenario back in this form; reading it gives the same scenario.
+`simulations.whatif.scenario_toml.to_toml(scenario)` writes a scenario back in this form; reading
+it gives the same scenario.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ from typing import Any
 from engine.config import Config, parse_config
 from engine.config.alerting import parse_duration
 from engine.core.errors import ConfigError
-from simulations.calibration import Recorded
-from simulations.scenario_traffic import (
+from simulations.whatif.calibration import Recorded
+from simulations.whatif.scenario_traffic import (
     Latency,
     RouteTraffic,
     parse_latency,
@@ -141,7 +142,7 @@ class Scenario:
     # are multiplied by it; rate limits are not, so headroom must be read against it.
     traffic_scale: float = 1.0
     # A replay of recorded traffic: what the store recorded over its window, which the run of
-    # the chain that really served is held against (simulations.calibration).
+    # the chain that really served is held against (simulations.whatif.calibration).
     recorded: Recorded | None = None
     # The faults the record shows, where they are not `faults` (a from-traffic run injects an
     # outage that never happened): what the "as recorded" run replays.
@@ -167,14 +168,6 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def library() -> list[Path]:
     return sorted(SCENARIOS_DIR.glob("*.toml"))
-
-
-def to_toml(scenario: Scenario) -> str:
-    """`scenario` as TOML that `parse_scenario(tomllib.loads(...))` reads back equal to it: a
-    scenario built from the store, saved into the library (simulations.scenario_toml)."""
-    from simulations.scenario_toml import scenario_text
-
-    return scenario_text(scenario)
 
 
 def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scenario:
@@ -239,7 +232,7 @@ def parse_scenario(data: Mapping[str, Any], *, source: str = "scenario") -> Scen
 def _recorded(
     data: Mapping[str, Any], duration: float, fail: Any
 ) -> tuple[Recorded | None, tuple[Fault, ...] | None]:
-    """A saved replay's record (`[recorded]`, as simulations.scenario_toml writes it) and the
+    """A saved replay's record (`[recorded]`, as simulations.whatif.scenario_toml writes it) and the
     faults its "as recorded" run replays (`[[recorded_faults]]`, when not the scenario's)."""
     raw = data.get("recorded")
     if raw is None:

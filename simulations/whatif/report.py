@@ -17,9 +17,9 @@ from engine.core.money import (
     read_usd,
     said_as_change,
 )
-from simulations.calibration import TRUSTED
-from simulations.result_parts import CostParts
-from simulations.results import (
+from simulations.whatif.calibration import TRUSTED
+from simulations.whatif.result_parts import CostParts
+from simulations.whatif.results import (
     SUSTAINED_MINUTES,
     Cause,
     Comparison,

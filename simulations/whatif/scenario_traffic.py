@@ -1,7 +1,7 @@
 """A scenario's traffic per route and its targets' latency: the values and their checks.
 
-Split from `simulations.scenario`, which reads the rest of a scenario and calls these; the same
-rule holds: a mistake fails with one line naming the key.
+Split from `simulations.whatif.scenario`, which reads the rest of a scenario and calls these; the
+same rule holds: a mistake fails with one line naming the key.
 """
 
 from __future__ import annotations

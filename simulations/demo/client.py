@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from simulations.traffic import Call, Traffic
+from simulations.demo.traffic import Call, Traffic
 
 KEYS_ENV = "SWITCHOVER_GATEWAY_KEYS"  # engine.gateway.server: the keys the gateway wants
 READY_POLL_S = 0.2

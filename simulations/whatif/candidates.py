@@ -9,7 +9,7 @@ import dataclasses
 from engine.config import Config, ProviderConfig, parse_target
 from engine.core.errors import ConfigError
 from engine.core.pricing import known_price_provider
-from simulations.scenario import Fault, Scenario
+from simulations.whatif.scenario import Fault, Scenario
 
 
 def with_backup(config: Config, backup: str) -> Config:

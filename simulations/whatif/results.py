@@ -39,8 +39,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from engine.core.money import price_difference
-from simulations.calibration import Calibration
-from simulations.result_parts import (
+from simulations.whatif.calibration import Calibration
+from simulations.whatif.result_parts import (
     LIMIT_OF,
     MEASURES,
     SUSTAINED_MINUTES,
@@ -53,7 +53,7 @@ from simulations.result_parts import (
     Load,
     Quantile,
 )
-from simulations.scenario import Limits, Scenario
+from simulations.whatif.scenario import Limits, Scenario
 
 if TYPE_CHECKING:
     import duckdb

@@ -2,9 +2,11 @@
 
 Nothing is invented row by row. The demo's configuration runs through `Switchover` (chains,
 breakers, retries, pricing, the recorder) against the in-process fake providers, on a virtual
-clock that starts fourteen days ago, with traffic that follows a daily curve and a handful of
-past incidents. The attempts land in the spool like any writer's, dated in the past, and the
-scheduler ingests them as late data: rollups, incidents and costs cover the fortnight at once.
+clock that starts fourteen days ago, with traffic that follows a daily curve (the what-if's
+`simulations.whatif.arrivals.daily_curve`, so a scenario's `daily_curve = true` is this one) and
+a handful of past incidents. The attempts land in the spool like any writer's, dated in the
+past, and the scheduler ingests them as late data: rollups, incidents and costs cover the
+fortnight at once.
 A file `HISTORY_MARKER` in the data folder says it was done, so the demo seeds only once.
 
 The fakes keep no log of their calls unless asked (`fakes_log`): a fortnight of request bodies
@@ -16,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import shutil
 from collections.abc import Callable
@@ -30,8 +31,9 @@ from engine.core.messages import Request
 from engine.core.paths import DataPaths
 from engine.runtime.switchover import Switchover
 from engine.telemetry.breaker_events import EVENTS_DIR
+from simulations.demo.traffic import Traffic
 from simulations.fakes import Call, FakeTransport
-from simulations.traffic import Traffic
+from simulations.whatif.arrivals import daily_curve
 
 HISTORY_MARKER = "HISTORY"
 DAY = 86_400.0
@@ -53,12 +55,6 @@ PAST_INCIDENTS = (
     PastIncident(11, 15.0, 120, "claude-sonnet-4-5", "overloaded:rate=0.3"),
     PastIncident(13, 9.0, 30, "claude-sonnet-4-5", "server_error"),
 )
-
-
-def daily_curve(at: datetime) -> float:
-    """Traffic relative to its daily peak: quiet at night (UTC), busiest mid-afternoon."""
-    hour = at.hour + at.minute / 60
-    return 0.25 + 0.75 * max(0.0, math.sin(math.pi * (hour - 6) / 16)) if 6 <= hour <= 22 else 0.25
 
 
 def seed_history(
