@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from engine.core.fault_families import describe
+from engine.core.formats import format_duration
 from engine.core.money import format_change, price_difference
 
 # The Live page's "last 5 min"; a target's fault share over it: below DEGRADED healthy, from
@@ -589,8 +590,8 @@ def incident_table(incidents: pd.DataFrame, now: datetime) -> pd.DataFrame:
     """Incidents with an `end` (now while ongoing), a readable duration, `what` failed and how
     ("claude/claude-haiku-4-5 rate limited (429)"), and `route_list`: the routes it affected."""
     end = incidents["ended_at"].fillna(pd.Timestamp(now))
-    minutes = ((end - incidents["started_at"]).dt.total_seconds() // 60).astype(int)
-    duration = minutes.map(lambda m: f"{m // 60} h {m % 60} min" if m >= 60 else f"{m} min")
+    seconds = (end - incidents["started_at"]).dt.total_seconds().clip(lower=0)
+    duration = seconds.map(format_duration)  # as the report and the console say it
     ongoing = incidents["ended_at"].isna()
     families = incidents["family"] if "family" in incidents else pd.Series(None, incidents.index)
     what = [describe(s, f) for s, f in zip(incidents["subject"], families, strict=True)]

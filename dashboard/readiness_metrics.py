@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core.formats import format_duration
 from engine.core.money import format_change, format_usd
 
 BELOW, MET = "⚠ below minimum", "ok"
@@ -181,10 +182,8 @@ def drill_table(drills: pd.DataFrame, now: datetime) -> pd.DataFrame:
 
 
 def duration_text(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    if minutes >= 60:
-        return f"{minutes // 60} h {minutes % 60} min"
-    return f"{minutes} min" if minutes else f"{int(seconds)} s"
+    """A drill's length, as every length is said (engine.core.formats)."""
+    return format_duration(max(0.0, seconds))
 
 
 def count_text(value: object) -> str:

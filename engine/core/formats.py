@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, tzinfo
 
-__all__ = ["MISSING", "format_latency", "format_latency_change", "format_moment",
-           "format_share_change"]  # fmt: skip
+__all__ = ["MISSING", "format_duration", "format_latency", "format_latency_change",
+           "format_moment", "format_share_change"]  # fmt: skip
 
 MISSING = "—"  # what a person reads where a figure is missing: never None, nan or <NA>
 
@@ -56,3 +56,26 @@ def format_moment(at: datetime, *, zone: tzinfo = UTC, named: bool = False) -> s
     local = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(zone)
     said = f"{local:%a} {local.day} {local:%b %H:%M}"
     return f"{said} {local:%Z}" if named else said
+
+
+def format_duration(seconds: float) -> str:
+    """A span of time for people: tenths of a second under ten seconds ("0.4 s"), seconds under
+    a minute ("30 s"), minutes under an hour ("5 min"), then hours and minutes ("3 h 10 min")
+    and, from a day, days and hours ("2 d 4 h"). Every incident's length, on every page, report
+    and console line, is said this way, so that one incident never reads 6 min in one place and
+    7 in another."""
+    if seconds < 0:
+        raise ValueError(f"a duration is not negative: {seconds}")
+    if round(seconds, 1) < 10:
+        tenths = round(seconds, 1)
+        return f"{tenths:.0f} s" if tenths == int(tenths) else f"{tenths:.1f} s"
+    if round(seconds) < 60:
+        return f"{round(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+from engine.core.formats import format_duration as duration
 from engine.core.formats import format_moment
 
 __all__ = ["day_span", "duration", "moment", "week_days"]
@@ -41,27 +42,6 @@ def moment(at: datetime) -> str:
     """ "Wed 25 Nov 13:01": the weekday, day, month and minute, in UTC (the report's zone), as
     every moment a person reads is written (engine.core.formats)."""
     return format_moment(at)
-
-
-def duration(seconds: float) -> str:
-    """A span of time for people: tenths of a second under ten seconds ("0.4 s"), seconds under
-    a minute ("30 s"), minutes under an hour ("5 min"), then hours and minutes ("3 h 10 min")
-    and, from a day, days and hours ("2 d 4 h")."""
-    if seconds < 0:
-        raise ValueError(f"a duration is not negative: {seconds}")
-    if round(seconds, 1) < 10:
-        tenths = round(seconds, 1)
-        return f"{tenths:.0f} s" if tenths == int(tenths) else f"{tenths:.1f} s"
-    if round(seconds) < 60:
-        return f"{round(seconds)} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
 
 
 def _utc(at: datetime) -> datetime:

@@ -31,6 +31,7 @@ import httpx
 import pandas as pd
 
 from engine.core.files import atomic_write
+from engine.core.formats import format_duration
 from engine.published.read import PublishedData
 from simulations.demo.client import Outcome
 
@@ -162,7 +163,7 @@ def _impact(row: Mapping[str, Any]) -> str:
     parts = []
     started, ended = row.get("started_at"), row.get("ended_at")
     if isinstance(started, datetime) and isinstance(ended, datetime):
-        parts.append(f"after {max(1, round((ended - started).total_seconds() / 60))} min")
+        parts.append(f"after {format_duration((ended - started).total_seconds())}")
     for column, words in (
         ("requests_affected", "requests affected"),
         ("answered_by_fallback", "by a fallback"),

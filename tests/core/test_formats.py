@@ -3,7 +3,7 @@ page, report and CLI line."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pandas as pd
@@ -11,6 +11,7 @@ import pytest
 
 from engine.core.formats import (
     MISSING,
+    format_duration,
     format_latency,
     format_latency_change,
     format_moment,
@@ -50,3 +51,19 @@ def test_a_moment_reads_to_the_minute_never_as_an_iso_stamp():
     assert format_moment(pd.Timestamp(at)) == "Wed 2 Dec 18:53"
     sao_paulo = format_moment(at, zone=ZoneInfo("America/Sao_Paulo"), named=True)
     assert sao_paulo == "Wed 2 Dec 15:53 -03"
+
+
+def test_an_incidents_length_reads_the_same_on_the_page_in_the_report_and_on_the_console():
+    """The demo's Sonnet outage of 06:16:00-06:22:50 read "6 min" on the Incidents page and
+    "7 min" in the weekly report (issue 33's hour run): one formatter now says all three."""
+    from dashboard.metrics import incident_table
+    from engine.reports.dates import duration
+
+    started = datetime(2026, 12, 3, 6, 16, tzinfo=UTC)
+    ended = started + timedelta(minutes=6, seconds=50)
+    incidents = pd.DataFrame({
+        "started_at": [pd.Timestamp(started)], "ended_at": [pd.Timestamp(ended)],
+        "subject": ["claude/claude-sonnet-4-5"], "family": ["availability"], "routes": ["support"],
+    })  # fmt: skip
+    [page] = incident_table(incidents, ended)["duration"]
+    assert page == duration((ended - started).total_seconds()) == format_duration(410) == "7 min"
