@@ -111,18 +111,24 @@ def scenario_from_traffic(
     happened = recorded_faults(published, overlapping(published, start, end), start, end)
     return dataclasses.replace(
         built,
-        recorded=_measured(recorded_window(published, start, end, window.routes), built),
+        recorded=_measured(recorded_window(published, start, end, window.routes), built, published),
         recorded_faults=tuple(happened),
     )
 
 
-def _measured(recorded: Recorded, scenario: Scenario) -> Recorded:
-    """`recorded` with its cache loss as unmeasured (None) where the store could not price it:
-    backups answered, the primary reads from its cache, yet not a cent was lost. The store
-    prices a lost cache with the primary's hit ratio over the day before each hour, and in its
-    first day there is none."""
-    warm = any(traffic.cached_share > 0 for traffic in scenario.routes.values())
-    if warm and recorded.answered_by_fallback and not recorded.cache_loss_usd:
+def _measured(recorded: Recorded, scenario: Scenario, published: PublishedData) -> Recorded:
+    """`recorded` with its cache loss as unmeasured (None) where the store could not price all
+    of it: a minute in which backups answered a route whose primary reads from its cache, yet
+    not a cent of cache was lost. The store prices a lost cache with the primary's hit ratio
+    over the day before each hour, and in its first day there is none (a part of the window
+    priced, the rest not, compares as wrongly as none)."""
+    warm = [name for name, traffic in scenario.routes.items() if traffic.cached_share > 0]
+    if not warm or recorded.cache_loss_usd is None or not recorded.answered_by_fallback:
+        return recorded
+    end = scenario.start + timedelta(seconds=scenario.duration_s)
+    frame = published.query("traffic_minute", since=scenario.start, until=end)
+    fell_back = frame[frame["route"].isin(warm) & (frame["answered_by_fallback"] > 0)]
+    if (fell_back["cache_loss_usd"] <= 0).any():
         return dataclasses.replace(recorded, cache_loss_usd=None)
     return recorded
 
@@ -168,7 +174,7 @@ def scenario_from_incident(
         f"{format_usd(recorded.cost_usd)} in all; its fault schedule and traffic from the store."
     )
     built = _scenario(published, chain, window, name, description, faults, backups, limits)
-    return dataclasses.replace(built, recorded=_measured(recorded, built))
+    return dataclasses.replace(built, recorded=_measured(recorded, built, published))
 
 
 def recorded_window(
