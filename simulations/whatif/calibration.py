@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+NANO = Decimal("1e-9")  # the scale of the store's DECIMAL(18,9) money columns
 TRUSTED = 0.10  # beyond this share off on any measure, the replay does not reproduce the record
 COUNT_FLOOR = 50
 USD_FLOOR = Decimal("0.01")

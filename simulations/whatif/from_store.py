@@ -39,7 +39,7 @@ from engine.core.fault_families import describe
 from engine.core.money import format_usd
 from engine.published.catalogue import LEVELS, REPLAY_MARGIN
 from engine.published.read import PublishedData
-from simulations.whatif.calibration import Recorded
+from simulations.whatif.calibration import NANO, Recorded
 from simulations.whatif.recorded_incidents import (
     incident,
     overlapping,
@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 MINUTE = timedelta(minutes=1)
-NANO = Decimal("1e-9")  # the scale of the money columns
 OUTAGE_KINDS = tuple(k for k in FAULT_KINDS if k != "slow")  # "slow" needs a latency, not a kind
 SIZE_LEVELS = 21  # quantiles a scenario keeps of each size: every 5 %
 _MIX_POINTS = 200  # points drawn from each hour's quantiles to mix hours into one distribution

@@ -46,7 +46,7 @@ from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.telemetry.recorder import Recorder
 from simulations.whatif.arrivals import arrivals
-from simulations.whatif.calibration import Calibration
+from simulations.whatif.calibration import NANO, Calibration
 from simulations.whatif.candidates import default_candidate, refuse_failing, with_backup
 from simulations.whatif.fastforward import Columns, FastForward, PendingBreakers
 from simulations.whatif.results import Comparison, RunResult, results_of
@@ -300,7 +300,6 @@ def simulate(
     return Comparison(scenario.name, results[0], compared, calibration)
 
 
-NANO = Decimal("1e-9")  # the scale of the store's money columns
 BASELINE = "baseline"  # the scenario's traffic with nothing failing
 AS_RECORDED = "as recorded"  # a replay's faults through its own chain: what really served
 # Below this many requests a run takes a few seconds: starting processes would cost as much.
