@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+
 from engine.alerts.watch import Watch
 from engine.config import StoreConfig
 from engine.config.alerting import AlertingConfig
@@ -61,6 +63,10 @@ MINUTE_LOOKBACK = timedelta(minutes=2)
 IDLE_REPUBLISH = timedelta(seconds=60)
 
 
+# (connection, from, to): see Pipeline's `after_minutes`.
+MinutesHook = Callable[[duckdb.DuckDBPyConnection, datetime, datetime], None]
+
+
 @dataclass(frozen=True, slots=True)
 class CycleReport:
     files: int
@@ -82,11 +88,16 @@ class Pipeline:
         watch: Watch | None = None,
         postgres_url: str | None = None,
         store: StoreConfig | None = None,
+        after_minutes: MinutesHook | None = None,
     ) -> None:
         """`alerting`: the rules and receivers (the built-in rules, no receivers, when None);
         `watch` replaces the whole alerting pass (tests inject its clock and sender);
         `postgres_url`: the attempt sink of gateways on several hosts, pulled every cycle;
-        `store`: [store], how long attempts stay before they move to the archive."""
+        `store`: [store], how long attempts stay before they move to the archive;
+        `after_minutes`: called with the range each time its minute rollups were refreshed,
+        before the hours and the alerts read them (the simulator adds the minutes of the
+        requests it answered in bulk there: simulations.whatif.fastforward_rows)."""
+        self.after_minutes = after_minutes
         self.paths = paths
         self.store = store or StoreConfig()
         self.pricer = pricer or Pricer()
@@ -157,8 +168,10 @@ class Pipeline:
             forget_baselines(self.con, since)  # the cache-hit baselines after it changed too
             self.profile.note_late(oldest)  # recomputed by its own job, not in this cycle
         for lo, hi in chunks(since, started):
-            for grain in ("minute", "hour"):
-                refresh(self.con, grain, lo, hi, self._prices, now=started)
+            refresh(self.con, "minute", lo, hi, self._prices, now=started)
+            if self.after_minutes is not None:
+                self.after_minutes(self.con, lo, hi)
+            refresh(self.con, "hour", lo, hi, self._prices, now=started)
             refresh_failures(self.con, lo, hi)
         if oldest is not None and oldest < started - timedelta(hours=1):  # late data:
             self._days_stale_from = min(self._days_stale_from or oldest, oldest)  # days too

@@ -14,8 +14,16 @@ from __future__ import annotations
 #   was served more by backups than by the primary.
 
 
+# A route re-warms its primary's cache in a minute when backups served it more than the
+# primary in the 5 minutes before (over a table of route, minute, by_primary, by_backup).
+REWARMING = """coalesce(sum(by_backup) OVER recent, 0) > coalesce(sum(by_primary) OVER recent, 0)"""
+REWARMING_WINDOW = """recent AS (PARTITION BY route ORDER BY minute
+        RANGE BETWEEN INTERVAL 5 MINUTE PRECEDING AND INTERVAL 1 MINUTE PRECEDING)"""
+# What re-warming costs on a primary's answer (of `priced` rows: with the primary's prices).
+REWARM_COST = "a.cache_write_tokens * (a.p_cache_write - a.p_cache_read)"
+
 # Minute buckets [$lo, $hi), from the attempts; the ground truth for every additive figure.
-MINUTES = """
+MINUTES = f"""
 WITH win AS (
     SELECT *, time_bucket(INTERVAL 1 MINUTE, started_at) AS bucket,
         coalesce(feature, '') AS feat
@@ -71,9 +79,7 @@ req_rollup AS (
     GROUP BY ALL
 ),
 route_share AS (  -- per route and minute: did backups serve more than the primary lately?
-    SELECT route, minute,
-        coalesce(sum(by_backup) OVER recent, 0) > coalesce(sum(by_primary) OVER recent, 0)
-            AS rewarming
+    SELECT route, minute, {REWARMING} AS rewarming
     FROM (
         SELECT route, time_bucket(INTERVAL 1 MINUTE, started_at) AS minute,
             count(*) FILTER (fallback_depth = 0) AS by_primary,
@@ -81,8 +87,7 @@ route_share AS (  -- per route and minute: did backups serve more than the prima
         FROM win WHERE served AND outcome = 'success'
         GROUP BY ALL
     )
-    WINDOW recent AS (PARTITION BY route ORDER BY minute
-        RANGE BETWEEN INTERVAL 5 MINUTE PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
+    WINDOW {REWARMING_WINDOW}
 ),
 continued AS (  -- requests a later target finished after their stream failed mid-answer
     SELECT DISTINCT request_id FROM win
@@ -136,7 +141,7 @@ att_lists AS (
         sum(a.total_in * a.hit_ratio * (a.p_input - a.p_cache_read))
             FILTER (a.served AND a.outcome = 'success' AND a.fallback_depth > 0)
             AS cache_loss_usd,
-        coalesce(sum(a.cache_write_tokens * (a.p_cache_write - a.p_cache_read)) FILTER (
+        coalesce(sum({REWARM_COST}) FILTER (
             a.outcome = 'success' AND a.fallback_depth = 0 AND a.rewarming), 0) AS rewarm_usd
     FROM priced a
     WHERE a.bucket >= $lo AND a.bucket < $hi AND a.outcome <> 'skipped'  -- no call was made
@@ -219,7 +224,7 @@ LEFT JOIN attempts b ON b.target = p.target AND b.outcome = 'success'
 GROUP BY ALL
 """
 
-_ADDITIVE = (
+ADDITIVE = (
     *("requests", "answered", "answered_by_fallback", "request_faults", "unavailable"),
     *("broken_streams", "abandoned", "attempts", "failed_attempts", "request_fault_attempts"),
     *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults", "quality_errors"),
@@ -235,7 +240,7 @@ _KEYS = "route, provider, model, target, feature"
 COARSE = f"""
 WITH sums AS (
     SELECT time_bucket(INTERVAL 1 {{unit}}, bucket) AS bucket, {_KEYS},
-        {", ".join(f"sum({c}) AS {c}" for c in _ADDITIVE)}
+        {", ".join(f"sum({c}) AS {c}" for c in ADDITIVE)}
     FROM rollup_minute WHERE bucket >= $lo AND bucket < $hi
     GROUP BY ALL
 ),

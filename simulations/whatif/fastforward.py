@@ -32,22 +32,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.config import Config, RouteConfig
 from engine.core.attempt import Attempt
-from engine.core.pricing import Pricer
 from engine.fallback.policy import Policy
 from engine.state.breaker import (
     WINDOW_BUCKETS,
@@ -56,11 +49,9 @@ from engine.state.breaker import (
     Success,
     transition,
 )
-from engine.telemetry import columns as records
 from simulations.whatif.scenario import Scenario
-from simulations.whatif.simulated import CACHE_TTL_S, Caches, SimulatedProvider
+from simulations.whatif.simulated import Caches, SimulatedProvider
 
-ROWS_PER_FILE = 500_000
 _NONE = np.empty(0)
 CHUNK = 65_536  # arrivals looked at per step of a bulk stretch
 
@@ -75,17 +66,19 @@ class PendingBreakers(MemoryBreakerStore):
         # key → until when its breaker was last open, half-open or cooling (inf: still is).
         self.unsettled_until: dict[str, float] = {}
 
-    def will_succeed(self, key: str, times: np.ndarray) -> None:
-        """Successes to report on `key` at these (sorted) times."""
+    def will_succeed(self, key: str, times: np.ndarray, now: float) -> None:
+        """Successes to report on `key` at these (sorted) times, none before `now`. Those
+        due by `now` are applied first, so that what is pending stays short."""
         if len(times):
+            self.catch_up(key, now)
             pending = self._pending.get(key)
             merged = times if pending is None else np.concatenate([pending, times])
             if pending is not None and len(pending) and pending[-1] > times[0]:
                 merged.sort(kind="mergesort")
             self._pending[key] = merged
 
-    def will_succeed_once(self, key: str, at: float) -> None:
-        self.will_succeed(key, np.array([at]))
+    def will_succeed_once(self, key: str, at: float, now: float) -> None:
+        self.will_succeed(key, np.array([at]), now)
 
     def catch_up(self, key: str, now: float) -> None:
         due = self._due(key, now)
@@ -266,15 +259,21 @@ class FastForward:
         self.spill_s = 60 + max(
             (config.routes[n].policy.budget_s for n in traffic.routes), default=0
         )
+        self.limited = np.zeros(n, dtype=bool)  # near a rate limit: always through the chain
         for _ in range(2):  # a limit's hot minutes make its routes' backups' minutes hotter
-            quiet &= ~self._limits_within_reach(quiet)
+            self.limited |= self._limits_within_reach(quiet)
+            quiet &= ~self.limited
         self.latency_s, self.quiet = latency, quiet
         self.done_s = traffic.at_s + latency  # when each would be answered
-        self._cache_keys = [
+        self.cache_keys = [
             (self.primary[r].model, name) if scenario.routes[name].cached_share > 0 else None
             for r, name in enumerate(traffic.routes)
         ]
         self.templates: dict[str, Attempt] = {}
+        self.wall_start_s = scenario.start.timestamp()
+        self.primary_of = {name: self.primary_keys[r] for r, name in enumerate(traffic.routes)}
+        self.chain_calls: Counter[tuple[int, str]] = Counter()
+        self.chain_troubles: Counter[tuple[int, str]] = Counter()
         self._spans: list[tuple[int, int]] = []  # arrivals fast-forwarded in bulk: [start, stop)
         self._singles: list[int] = []
 
@@ -369,7 +368,7 @@ class FastForward:
             ok = self.quiet[i:end] & usable[routes] & (at >= cooling[routes]) & (at < horizon)
             stop = int(np.argmin(ok)) if not ok.all() else end - i
             if stop:
-                self._take(i, i + stop)
+                self._take(i, i + stop, now)
             i += stop
             if i < end:
                 break
@@ -384,14 +383,14 @@ class FastForward:
         if not ok or self.traffic.at_s[i] < cooling:
             return False
         done = float(self.traffic.at_s[i] + self.latency_s[i])
-        self.breakers.will_succeed_once(self.primary_keys[route], done)
-        if self._cache_keys[route] is not None:
-            self.caches.will_serve_one(self._cache_keys[route], done)
+        self.breakers.will_succeed_once(self.primary_keys[route], done, now)
+        if self.cache_keys[route] is not None:
+            self.caches.will_serve_one(self.cache_keys[route], done, now)
         self._singles.append(i)
         return True
 
-    def _take(self, start: int, stop: int) -> None:
-        """Fast-forward the arrivals start..stop-1 (all qualify)."""
+    def _take(self, start: int, stop: int, now: float) -> None:
+        """Fast-forward the arrivals start..stop-1 (all qualify; none arrives before `now`)."""
         t = self.traffic
         self._spans.append((start, stop))
         done = self.done_s[start:stop]
@@ -401,12 +400,23 @@ class FastForward:
             if not len(mine):
                 continue
             mine = np.sort(mine)
-            self.breakers.will_succeed(self.primary_keys[r], mine)
-            if self._cache_keys[r] is not None:
-                self.caches.will_serve(self._cache_keys[r], mine)
+            self.breakers.will_succeed(self.primary_keys[r], mine, now)
+            if self.cache_keys[r] is not None:
+                self.caches.will_serve(self.cache_keys[r], mine, now)
 
     def learn(self, attempt: Attempt) -> None:
-        """The attempt hook: keep the chain's record of a quiet success, per route."""
+        """The attempt hook: keep the chain's record of a quiet success, per route, and count
+        the chain's calls and troubles by minute and target (`chain_calls`, `chain_troubles`:
+        a failed call at its target, an answer by a backup at its route's primary)."""
+        minute = int(attempt.started_at.timestamp()) // 60
+        self.chain_calls[(minute, attempt.target)] += 1
+        if attempt.outcome != "success":
+            # A refused key makes a bad minute alone (engine.core.fault_families): as many
+            # troubles as any minute can hold.
+            decisive = attempt.fault_kind == "account"
+            self.chain_troubles[(minute, attempt.target)] += 10**9 if decisive else 1
+        elif attempt.fallback_depth > 0:
+            self.chain_troubles[(minute, self.primary_of[attempt.route])] += 1
         if (
             attempt.served
             and attempt.fallback_depth == 0
@@ -421,148 +431,9 @@ class FastForward:
     def count(self) -> int:
         return sum(b - a for a, b in self._spans) + len(self._singles)
 
-    # --- writing ----------------------------------------------------------------------------
-
-    def write(self, spool: Path, pricer: Pricer, wall_start: datetime, served: dict) -> int:
-        """Write every fast-forwarded attempt into the spool, as the recorder would have.
-        `served`: (model, route) → the times the chain's own requests were answered."""
+    def rows(self) -> np.ndarray:
+        """The arrivals fast-forwarded, in order (simulations.whatif.fastforward_rows writes
+        them)."""
         parts = [np.arange(a, b) for a, b in self._spans]
         parts.append(np.array(self._singles, dtype=np.int64))
-        rows = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
-        if not len(rows):
-            return 0
-        warm = self._warm(rows, served)
-        spool.mkdir(parents=True, exist_ok=True)
-        for lo in range(0, len(rows), ROWS_PER_FILE):
-            chunk = slice(lo, lo + ROWS_PER_FILE)
-            table = self._table(rows[chunk], warm[chunk], pricer, wall_start)
-            name = f"fastforward-{os.getpid()}-{uuid.uuid4().hex[:8]}-{lo // ROWS_PER_FILE:06d}"
-            tmp = spool / f".{name}.tmp"
-            pq.write_table(table, tmp)
-            tmp.rename(spool / f"{name}.parquet")
-        return len(rows)
-
-    def _warm(self, rows: np.ndarray, served: dict) -> np.ndarray:
-        """Each fast-forwarded request's cache state: warm when anything on the same model and
-        route was answered less than CACHE_TTL_S before it completed."""
-        t = self.traffic
-        warm = np.zeros(len(rows), dtype=bool)
-        done = t.at_s[rows] + self.latency_s[rows]
-        for r in range(len(t.routes)):
-            key = self._cache_keys[r]
-            if key is None:
-                continue
-            mine = np.flatnonzero(t.route[rows] == r)
-            others = np.array(served.get(key, ()), dtype=np.float64)
-            every = np.sort(np.concatenate([done[mine], others]))
-            # The latest answer strictly before each of ours.
-            before = np.searchsorted(every, done[mine], side="left") - 1
-            prev = np.where(before >= 0, every[np.maximum(before, 0)], -np.inf)
-            warm[mine] = prev + CACHE_TTL_S > done[mine]
-        return warm
-
-    def _table(
-        self, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, wall_start: datetime
-    ) -> pa.Table:
-        """The rows as the recorder's Parquet table, one route at a time: the template's
-        values repeated, what varies from the arrays."""
-        t = self.traffic
-        base_us = int(wall_start.timestamp() * 1_000_000)
-        tables = []
-        for r in np.unique(t.route[rows]):
-            mine = t.route[rows] == r
-            tables.append(self._route_table(int(r), rows[mine], warm[mine], pricer, base_us))
-        return pa.concat_tables(tables)
-
-    def _route_table(
-        self, route: int, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, base_us: int
-    ) -> pa.Table:
-        t = self.traffic
-        n = len(rows)
-        name = t.routes[route]
-        prompt = t.input_tokens[rows]
-        share = self.scenario.routes[name].cached_share
-        # int(prompt × share), as SimulatedProvider computes it (the same doubles).
-        cacheable = (prompt.astype(np.float64) * share).astype(np.int64)
-        counts = (prompt - cacheable, t.output_tokens[rows], np.where(warm, cacheable, 0),
-                  np.where(warm, 0, cacheable))  # fmt: skip
-        # As `timedelta(seconds=t)` rounds (the clock's `wall`): whole seconds, then the
-        # fraction's microseconds half-even.
-        fraction, whole = np.modf(t.at_s[rows])
-        started_us = whole.astype(np.int64) * 1_000_000 + np.rint(fraction * 1e6).astype(np.int64)
-        started_us += base_us
-        template = self.templates[name]
-        cost, priced, source = self._price(template, counts, started_us, pricer)
-        fixed = records.to_row(template, None, None)
-        varying: dict[str, pa.Array] = {
-            "request_id": pc.binary_join_element_wise(
-                "ff-", pc.cast(pa.array(rows), pa.string()), ""
-            ),
-            "started_at": pa.array(started_us, pa.timestamp("us", tz="UTC")),
-            "latency_ms": pa.array(self.latency_s[rows] * 1000, pa.float64()),
-            "input_tokens": pa.array(counts[0], pa.int64()),
-            "output_tokens": pa.array(counts[1], pa.int64()),
-            "cache_read_tokens": pa.array(counts[2], pa.int64()),
-            "cache_write_tokens": pa.array(counts[3], pa.int64()),
-            "cost_usd": _decimal_column(cost, priced),
-            "price_source": pa.array(source, pa.string()),
-        }
-        columns = [
-            varying.get(c.name) or pa.repeat(pa.scalar(fixed[c.name], c.arrow), n)
-            for c in records.COLUMNS
-        ]
-        return pa.table(columns, schema=records.ARROW_SCHEMA)
-
-    def _price(
-        self, template: Attempt, counts: tuple, started_us: np.ndarray, pricer: Pricer
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(costs in nano-dollars, priced, source) of one target's rows, by the minute (a
-        price may change at any minute: off-peak hours)."""
-        n = len(started_us)
-        cost = np.zeros(n, dtype=np.int64)
-        priced = np.ones(n, dtype=bool)
-        source = np.empty(n, dtype=object)
-        minutes = started_us // 60_000_000
-        order = np.argsort(minutes, kind="stable")
-        bounds = np.flatnonzero(np.diff(minutes[order])) + 1
-        for group in np.split(order, bounds):
-            at = datetime.fromtimestamp(int(minutes[group[0]]) * 60, tz=UTC)
-            part = tuple(c[group] for c in counts)
-            found = pricer.price_columns(
-                template.provider, template.provider_kind, template.model, at, part
-            )
-            if found is None:  # only `price` can say: one attempt at a time
-                for j, row in enumerate(group):
-                    value, row_source = pricer.price(_with_counts(template, part, j))
-                    priced[row] = value is not None
-                    cost[row] = 0 if value is None else int(value.scaleb(9).to_integral_value())
-                    source[row] = row_source
-                continue
-            nano, source[group] = found
-            if nano is None:
-                priced[group] = False
-            else:
-                cost[group] = nano
-        return cost, priced, source
-
-
-def _with_counts(template: Attempt, counts: tuple, j: int) -> Attempt:
-    return dataclasses.replace(
-        template,
-        input_tokens=int(counts[0][j]),
-        output_tokens=int(counts[1][j]),
-        cache_read_tokens=int(counts[2][j]),
-        cache_write_tokens=int(counts[3][j]),
-    )
-
-
-def _decimal_column(nano: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """Nano-dollar integers as the recorder's DECIMAL(18,9) column (NULL where unpriced)."""
-    n = len(nano)
-    words = np.zeros((n, 2), dtype=np.int64)
-    words[:, 0] = nano
-    words[:, 1] = np.where(nano < 0, -1, 0)  # two's complement high word
-    validity = pa.array(valid, pa.bool_()).buffers()[1] if not valid.all() else None
-    return pa.Array.from_buffers(
-        records.COST_TYPE, n, [validity, pa.py_buffer(words.tobytes())], null_count=-1
-    )
+        return np.sort(np.concatenate(parts))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core.money import price_difference
 from simulations.whatif.calibration import Calibration
+from simulations.whatif.fastforward_rows import QUIET_ANSWERS
 from simulations.whatif.result_parts import (
     LIMIT_OF,
     MEASURES,
@@ -218,7 +219,11 @@ _ANSWERED_LATENCY = """
         AS ms
     FROM attempts GROUP BY request_id HAVING bool_or(served AND outcome = 'success')
 """
-_QUANTILES = f"SELECT count(*), quantile_cont(ms, $q) FROM ({_ANSWERED_LATENCY})"
+# With the answers that went straight into the minute rollups (simulations.whatif.fastforward_rows).
+_QUANTILES = f"""
+    SELECT count(*), quantile_cont(ms, $q)
+    FROM ({_ANSWERED_LATENCY} UNION ALL SELECT ms FROM {QUIET_ANSWERS})
+"""
 # One row a failed request: its last attempt's target, class and message.
 _CAUSES = """
     SELECT target, error_class, message, count(*)::BIGINT FROM (
@@ -233,13 +238,14 @@ _CAUSES = """
     WHERE NOT (answered OR request_fault OR abandoned)
     GROUP BY ALL ORDER BY 4 DESC, 1, 2
 """
+# A target's calls a minute, from the minute rollups (the calls' own minutes, skips left out):
+# the quiet minutes of a run are there only.
 _LOAD = """
-    SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS minute,
-        count(*) FILTER (outcome <> 'skipped')::BIGINT,
-        coalesce(sum(input_tokens + cache_read_tokens + cache_write_tokens), 0)::BIGINT,
-        coalesce(sum(output_tokens), 0)::BIGINT,
-        count(*) FILTER (error_class = 'rate_limit')::BIGINT
-    FROM attempts WHERE target = $target GROUP BY 1 ORDER BY 1
+    SELECT bucket AS minute, sum(attempts)::BIGINT,
+        sum(input_tokens + cache_read_tokens + cache_write_tokens)::BIGINT,
+        sum(output_tokens)::BIGINT, sum(rate_limited)::BIGINT
+    FROM rollup_minute WHERE target = $target
+    GROUP BY 1 HAVING sum(attempts) IS NOT NULL ORDER BY 1
 """
 _FALLBACK_OVER_TIME = """
     SELECT bucket, sum(answered_by_fallback) / nullif(sum(requests), 0) FROM (
@@ -253,6 +259,7 @@ def results_of(
     con: duckdb.DuckDBPyConnection, label: str, backup: str | None, scenario: Scenario
 ) -> RunResult:
     """A run's figures, read from its store once its scheduler has finished."""
+    con.execute(f"CREATE TABLE IF NOT EXISTS {QUIET_ANSWERS} (ms DOUBLE)")  # a live store's
     (
         requests,
         answered,

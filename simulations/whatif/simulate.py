@@ -45,10 +45,12 @@ from engine.runtime.build import breaker_changes, breaker_policies, build_pricer
 from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.telemetry.recorder import Recorder
+from simulations.whatif import fastforward_rows
 from simulations.whatif.arrivals import arrivals
 from simulations.whatif.calibration import NANO, Calibration
 from simulations.whatif.candidates import default_candidate, refuse_failing, with_backup
 from simulations.whatif.fastforward import Columns, FastForward, PendingBreakers
+from simulations.whatif.fastforward_rows import BUSY_MARGIN, QuietMinutes
 from simulations.whatif.results import Comparison, RunResult, results_of
 from simulations.whatif.scenario import Scenario, slug
 from simulations.whatif.simulated import (
@@ -73,24 +75,29 @@ def run_once(
     backup: str | None = None,
     progress: Progress | None = None,
     fast_forward: bool = True,
+    busy_margin: int = BUSY_MARGIN,
 ) -> RunResult:
     """One run of `traffic` through `config`'s chains into the store at `paths`: every request
     through the chain, or with `fast_forward` (the default) the quiet ones answered by
-    simulations.whatif.fastforward, with the same result."""
+    simulations.whatif.fastforward, with the same result; those further than `busy_margin`
+    minutes from every request the chain ran go straight into the minute rollups
+    (simulations.whatif.fastforward_rows)."""
     shutil.rmtree(paths.root, ignore_errors=True)
     run = _Run(scenario, config, traffic, paths, faults=faults, fast_forward=fast_forward)
     started = time.perf_counter()
     run.clock.run(run.drive(label, progress))
-    run.finish()
+    quiet = run.finish(busy_margin)
     seconds = time.perf_counter() - started
     end = scenario.start + timedelta(seconds=scenario.duration_s)
-    pipeline = Pipeline(paths, run.pricer, now=lambda: end)  # priced as the recorder prices
+    # Priced as the recorder prices; the quiet minutes added to the rollups as they are made.
+    pipeline = Pipeline(paths, run.pricer, now=lambda: end, after_minutes=quiet.merge)
     seed_cache_baselines(pipeline.con, scenario, config)
     alerts_log = logging.getLogger("switchover.alerts")
     level = alerts_log.level
     alerts_log.setLevel(logging.ERROR)  # a simulated incident's alerts are not news
     try:
         pipeline.cycle()
+        quiet.store(pipeline.con)
         result = results_of(pipeline.con, label, backup, scenario)
     finally:
         pipeline.close()
@@ -107,7 +114,8 @@ def seed_cache_baselines(con: Any, scenario: Scenario, config: Config) -> None:
     the primary's answers in the day before each hour, which a run's own store does not have:
     without it every prompt cache a fallback lost in the run's first hours read as $0."""
     first = scenario.start.replace(minute=0, second=0, microsecond=0)
-    end = scenario.start + timedelta(seconds=scenario.duration_s)
+    # and the hour after: a request that arrived in the last seconds may end in it
+    end = scenario.start + timedelta(seconds=scenario.duration_s, hours=1)
     hours = []
     while first < end:
         hours.append(first)
@@ -246,11 +254,14 @@ class _Run:
             i += 1
         await asyncio.gather(*self._tasks)
 
-    def finish(self) -> None:
+    def finish(self, busy_margin: int) -> QuietMinutes:
         self.breakers.finish()
         self.recorder.close()
-        if self.ff is not None:
-            self.ff.write(self.paths.spool, self.pricer, self.scenario.start, self.served)
+        if self.ff is None:
+            return QuietMinutes()
+        return fastforward_rows.write(
+            self.ff, self.paths.spool, self.pricer, self.scenario.start, self.served, busy_margin
+        )
 
 
 def simulate(

@@ -247,9 +247,12 @@ class Caches:
         self._last[key] = last
         return last
 
-    def will_serve(self, key: Any, completions: Any) -> None:
-        """Fast-forwarded requests on `key` complete at these (sorted) times."""
+    def will_serve(self, key: Any, completions: Any, now: float) -> None:
+        """Fast-forwarded requests on `key` complete at these (sorted) times, none before
+        `now`. Those of earlier calls that are past by `now` are folded into the latest
+        completion first: kept apart, every call would merge and sort a week of them."""
         if len(completions):
+            self.latest_before(key, now)
             ahead = self._ahead.get(key)
             if ahead is None or not len(ahead):
                 self._ahead[key] = completions
@@ -259,8 +262,8 @@ class Caches:
                 merged.sort(kind="mergesort")
             self._ahead[key] = merged
 
-    def will_serve_one(self, key: Any, completion: float) -> None:
-        self.will_serve(key, np.array([completion]))
+    def will_serve_one(self, key: Any, completion: float, now: float) -> None:
+        self.will_serve(key, np.array([completion]), now)
 
 
 def _sigma(median_ms: float, p99_ms: float) -> float:
