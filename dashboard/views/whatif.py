@@ -240,6 +240,16 @@ def _progress(folder: Path) -> None:
     if st.button("Stop", key="whatif_stop"):
         jobs.stop(folder)
         st.rerun()
+    partial = job.partial()
+    if partial is not None and partial.candidates:
+        st.caption(
+            f"Done so far: the baseline and {len(partial.candidates)} candidate"
+            f"{'s' if len(partial.candidates) > 1 else ''}; the others join them as they finish."
+        )
+        for run in partial.ranked():
+            said = sentence(partial, run, data.view().tz)
+            (st.error if partial.failing(run) else st.success)(said)
+        st.dataframe(_in_red(partial, _table(partial)), hide_index=True, width="stretch")
 
 
 def _table(comparison: Comparison) -> pd.DataFrame:

@@ -7,6 +7,7 @@ it (a reload, a closed tab, another viewer opening What-if).
         job.json      what to run: a title, the scenario's TOML, the candidates, the traffic scale
         status.json   running, done, failed or stopped; the share done and the run under way
         pid           the job's process, as its starter saw it
+        partial.json  the baseline and the candidates finished so far, while it runs
         result.json   the comparison (simulations.whatif.results.as_json), once done
         runs/         the runs' results stores (only the newest KEEP_STORES jobs keep theirs)
         log.txt       the process's own output
@@ -43,6 +44,7 @@ from simulations.whatif.results import Comparison, from_json
 JOBS = Path("simulations") / "jobs"  # under the data folder
 KEEP_STORES = 3  # finished jobs whose runs' stores are kept (each a few tens of MB)
 KEEP_JOBS = 20  # job folders kept at all: their results stay readable on the page
+PARTIAL = "partial.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,14 @@ class JobStatus:
     def comparison(self) -> Comparison | None:
         path = self.folder / "result.json"
         return from_json(json.loads(path.read_text())) if self.state == "done" else None
+
+    def partial(self) -> Comparison | None:
+        """While it runs: the baseline and the candidates finished so far, once the baseline
+        is (None before)."""
+        path = self.folder / PARTIAL
+        with contextlib.suppress(FileNotFoundError):
+            return from_json(json.loads(path.read_text()))
+        return None
 
 
 def jobs_dir(data_root: Path) -> Path:

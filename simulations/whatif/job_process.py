@@ -15,12 +15,13 @@ import sys
 import time
 import tomllib
 import traceback
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from engine.core.errors import ConfigError
-from simulations.whatif.job import JobSpec, write_json, write_status
-from simulations.whatif.results import as_json
+from simulations.whatif.job import PARTIAL, JobSpec, write_json, write_status
+from simulations.whatif.results import Comparison, RunResult, as_json
 from simulations.whatif.scenario import Scenario
 
 NICE = 10  # where SCHED_IDLE is not available
@@ -63,6 +64,7 @@ def run(folder: Path) -> int:
             processes=workers(scenario),
             results_dir=folder / "runs",
             progress=progress,
+            on_run=_partial(folder, scenario.name),
         )
         write_json(folder / "result.json", as_json(comparison))
         write_status(folder, spec, "done", 1.0, "", started, pid=os.getpid())
@@ -92,6 +94,24 @@ def run(folder: Path) -> int:
             error=f"The simulation failed: {type(exc).__name__}: {exc}",
         )
         return 1
+
+
+def _partial(folder: Path, name: str) -> Callable[[RunResult], None]:
+    """What writes `partial.json` as runs finish: the baseline and the candidates done so far,
+    compared (from the baseline's end on: a candidate alone compares with nothing)."""
+    from simulations.whatif.simulate import AS_RECORDED, BASELINE
+
+    done: list[RunResult] = []
+
+    def finished(result: RunResult) -> None:
+        done.append(result)
+        baseline = next((r for r in done if r.label == BASELINE), None)
+        if baseline is None:
+            return
+        candidates = [r for r in done if r.label not in (BASELINE, AS_RECORDED)]
+        write_json(folder / PARTIAL, as_json(Comparison(name, baseline, candidates)))
+
+    return finished
 
 
 def workers(scenario: Scenario) -> int:

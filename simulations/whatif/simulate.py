@@ -27,7 +27,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -227,7 +227,9 @@ class _Run:
             cache_system=self.scenario.routes[route].cached_share > 0,
         )
         with contextlib.suppress(ChainError):  # a failed request is recorded like any other
-            await self.host.chain(route).complete(request)
+            # Its own number, not a fresh UUID: the system's randomness for an id nobody
+            # reads across runs is a twentieth of a chain request's cost.
+            await self.host.chain(route).complete(request, request_id=f"sim-{i}")
 
     async def drive(self, label: str, progress: Progress | None) -> None:
         t, clock, ff = self.traffic, self.clock, self.ff
@@ -271,12 +273,14 @@ def simulate(
     results_dir: Path,
     progress: Progress | None = None,
     processes: int | None = 1,
+    on_run: Callable[[RunResult], None] | None = None,
 ) -> Comparison:
     """The baseline and one run per backup candidate (the scenario's own when none given).
     `processes`: run the runs side by side in that many processes; None: one per core once
     the traffic is large enough to pay for starting them. Processes are spawned, so a script
     that asks for them must guard its main code (`if __name__ == "__main__":`); the command
-    line and the What-if page's jobs do."""
+    line and the What-if page's jobs do. `on_run`: told each run's result as it finishes (in
+    any order), for partial results while the others go on."""
     candidates = list(backups or scenario.backups) or [default_candidate(scenario)]
     refuse_failing(scenario, candidates)
     traffic = arrivals(scenario)
@@ -292,11 +296,13 @@ def simulate(
     workers = processes
     workers = min(workers, len(runs))
     if workers > 1 and _picklable(scenario):
-        results = _in_processes(scenario, runs, root, workers, progress)
+        results = _in_processes(scenario, runs, root, workers, progress, on_run)
     else:
-        results = [
-            _one_run(scenario, label, backup, root, traffic, progress) for label, backup in runs
-        ]
+        results = []
+        for label, backup in runs:
+            results.append(_one_run(scenario, label, backup, root, traffic, progress))
+            if on_run is not None:
+                on_run(results[-1])
     compared = results[1 : 1 + len(candidates)]
     calibration = None
     if scenario.recorded is not None:
@@ -370,6 +376,7 @@ def _in_processes(
     root: Path,
     workers: int,
     progress: Progress | None,
+    on_run: Callable[[RunResult], None] | None = None,
 ) -> list[RunResult]:
     """The runs in `workers` fresh processes (spawned: nothing of this one's threads or loops
     is inherited); their progress comes back through a queue."""
@@ -395,6 +402,9 @@ def _in_processes(
             futures = [
                 pool.submit(_worker_run, scenario, label, backup, root) for label, backup in runs
             ]
+            for future in as_completed(futures):
+                if on_run is not None:
+                    on_run(future.result())
             return [future.result() for future in futures]
     finally:
         stop.set()

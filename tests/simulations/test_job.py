@@ -90,6 +90,25 @@ def test_a_job_runs_in_its_own_process_and_its_result_is_the_simulators_own(tmp_
     assert jobs.recent(tmp_path)[0].id == folder.name
 
 
+def test_a_job_shows_each_candidate_compared_as_soon_as_its_run_is_done(tmp_path):
+    """Partial results: the baseline and the candidates finished so far, compared, while the
+    other runs go on; once over, they are the result's."""
+    backups = ("gpt/gpt-4.1-mini", "claude/claude-haiku-4-5")
+    told = []
+    comparison = simulate(parse_scenario(tomllib.loads(TINY)), list(backups),
+                          results_dir=tmp_path / "direct", on_run=told.append)  # fmt: skip
+    assert sorted(r.label for r in told) == sorted(["baseline", *backups])
+    assert {r.label: r.cost_usd for r in told} == {
+        r.label: r.cost_usd for r in [comparison.baseline, *comparison.candidates]
+    }
+    folder = jobs.start(tmp_path, jobs.JobSpec("tiny outage", TINY, backups))
+    job = jobs.wait(folder, timeout_s=120)
+    assert job.state == "done"
+    partial, done = job.partial(), job.comparison()
+    assert partial is not None and done is not None
+    assert table_rows(partial)[:-1] == table_rows(done)[:-1]
+
+
 def test_a_job_at_a_share_of_the_traffic_runs_the_scaled_scenario(tmp_path):
     folder = jobs.start(tmp_path, jobs.JobSpec("tiny outage", TINY, (), scale=0.25))
     job = jobs.wait(folder, timeout_s=120)
