@@ -43,6 +43,7 @@ from engine.core.pricing import Pricer
 from engine.store.rollup_queries import ADDITIVE, REWARM_COST, REWARMING, REWARMING_WINDOW
 from engine.store.rollups import bucket_end, bucket_start
 from engine.telemetry import columns as records
+from simulations.whatif.results import QUIET_ANSWERS
 from simulations.whatif.simulated import CACHE_TTL_S
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ _MINUTE_US = 60_000_000
 QUANTILES = (0.5, 0.95, 0.99)  # the rollup's latency_p50_ms, latency_p95_ms, latency_p99_ms
 LATENCY = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")
 TTFT = ("ttft_p50_ms", "ttft_p95_ms")
-QUIET_ANSWERS = "quiet_answers"  # the latencies of the answers in the rollups only
 KEYS = ("bucket", "route", "provider", "model", "target", "feature")
 
 

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core.money import price_difference
 from simulations.whatif.calibration import Calibration
-from simulations.whatif.fastforward_rows import QUIET_ANSWERS
 from simulations.whatif.result_parts import (
     LIMIT_OF,
     MEASURES,
@@ -202,6 +201,10 @@ class Comparison:
 
 
 # --- reading a run's store -------------------------------------------------------------------
+
+# The latencies of the answers that went into a run's minute rollups only, never into its
+# attempts (simulations.whatif.fastforward_rows writes it).
+QUIET_ANSWERS = "quiet_answers"
 
 _FIGURES = """
     SELECT sum(requests)::BIGINT, sum(answered)::BIGINT,

@@ -20,8 +20,8 @@ from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from simulations.whatif.arrivals import arrivals
 from simulations.whatif.candidates import with_backup
-from simulations.whatif.fastforward_rows import BUSY_MARGIN, QUIET_ANSWERS
-from simulations.whatif.results import RunResult
+from simulations.whatif.fastforward_rows import BUSY_MARGIN
+from simulations.whatif.results import QUIET_ANSWERS, RunResult
 from simulations.whatif.scenario import library, load_scenario, parse_scenario
 from simulations.whatif.simulate import run_once
 
