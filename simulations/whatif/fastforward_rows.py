@@ -100,6 +100,7 @@ class QuietMinutes:
     ttft: dict[str, float | None] = dataclasses.field(default_factory=dict)  # route → template's
     answers: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
     requests: int = 0
+    _buckets: np.ndarray | None = None
 
     def merge(self, con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> None:
         """The scheduler's `after_minutes`: add the quiet minutes in [lo, hi] to the minute
@@ -146,9 +147,12 @@ class QuietMinutes:
         con.execute("DELETE FROM rollup_day")
 
     def _bucket_us(self) -> np.ndarray:
-        assert self.groups is not None
-        column = self.groups.column("bucket").combine_chunks()
-        return pc.cast(column, pa.int64()).to_numpy()
+        """The groups' minutes in microseconds, converted once (every refresh reads them)."""
+        if self._buckets is None:
+            assert self.groups is not None
+            column = self.groups.column("bucket").combine_chunks()
+            self._buckets = pc.cast(column, pa.int64()).to_numpy()
+        return self._buckets
 
     def _with_chain_spread(
         self, con: duckdb.DuckDBPyConnection, part: pa.Table, mine: np.ndarray, bounds: dict
