@@ -191,8 +191,9 @@ def _run(scenario: Scenario, backups: list[str] | None, out: Path | None, paths:
     from simulations.whatif.results import as_json
     from simulations.whatif.simulate import simulate as run
 
-    runs = 1 + len(backups or scenario.backups or [None])
-    typer.echo(f"{scenario.name}: {len(arrivals(scenario)):,} requests, {runs} runs")
+    runs = 1 + len(backups or scenario.backups or [None]) + (scenario.recorded is not None)
+    traffic = arrivals(scenario)
+    typer.echo(f"{scenario.name}: {len(traffic):,} requests, {runs} runs")
     if scenario.description:
         typer.echo(scenario.description)
     with typer.progressbar(length=1000, label="simulating") as bar:
@@ -210,6 +211,7 @@ def _run(scenario: Scenario, backups: list[str] | None, out: Path | None, paths:
                 results_dir=paths.root / "simulations",
                 progress=progress,
                 processes=None,
+                traffic=traffic,
             )
         except ConfigError as exc:
             raise _fail(str(exc)) from None

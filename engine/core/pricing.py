@@ -140,6 +140,12 @@ class Pricer:
         nano[(counts[0] + counts[1] + counts[2] + counts[3]) == 0] = 0
         return nano, source
 
+    def rates_at(self, provider: str | None, provider_kind: str, model: str, at: datetime) -> Any:
+        """What prices an attempt at `at`, to compare: attempts at instants with equal rates
+        cost the same for the same tokens (the simulator prices a week by its price periods,
+        not minute by minute)."""
+        return self._find(provider, provider_kind, model, at)
+
     def unit_prices(
         self,
         provider_kind: str,

@@ -89,6 +89,7 @@ class Pipeline:
         postgres_url: str | None = None,
         store: StoreConfig | None = None,
         after_minutes: MinutesHook | None = None,
+        publish: bool = True,
     ) -> None:
         """`alerting`: the rules and receivers (the built-in rules, no receivers, when None);
         `watch` replaces the whole alerting pass (tests inject its clock and sender);
@@ -96,8 +97,11 @@ class Pipeline:
         `store`: [store], how long attempts stay before they move to the archive;
         `after_minutes`: called with the range each time its minute rollups were refreshed,
         before the hours and the alerts read them (the simulator adds the minutes of the
-        requests it answered in bulk there: simulations.whatif.fastforward_rows)."""
+        requests it answered in bulk there: simulations.whatif.fastforward_rows);
+        `publish`: write the dashboard's snapshots (a simulation's own store has no
+        dashboard: its results are read from the store)."""
         self.after_minutes = after_minutes
+        self.publishing = publish
         self.paths = paths
         self.store = store or StoreConfig()
         self.pricer = pricer or Pricer()
@@ -178,7 +182,7 @@ class Pipeline:
         self._telemetry(started)  # before the alerts: telemetry_lag and _loss read its tables
         alerts_changed = self._watch(started, since, late) or readiness_changed
         stale = self._published_at is None or started - self._published_at >= IDLE_REPUBLISH
-        if rows or events or alerts_changed or stale:
+        if self.publishing and (rows or events or alerts_changed or stale):
             self.publish(started)
             self._published_at = started
         self._heartbeat(started)

@@ -19,10 +19,12 @@ Generated a minute at a time with numpy, columnar (`Traffic`): a week at 20 requ
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 
@@ -68,6 +70,22 @@ class Traffic:
 
     def count(self, route: str) -> int:
         return int(np.count_nonzero(self.route == self.routes.index(route)))
+
+    def save(self, folder: Path) -> None:
+        """Into `folder`, for `load` in another process (drawing a week again costs seconds)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "routes.json").write_text(json.dumps(list(self.routes)))
+        for name in _COLUMNS:
+            np.save(folder / f"{name}.npy", getattr(self, name))
+
+    @classmethod
+    def load(cls, folder: Path) -> Traffic:
+        routes = tuple(json.loads((folder / "routes.json").read_text()))
+        columns = (np.load(folder / f"{name}.npy", mmap_mode="r") for name in _COLUMNS)
+        return cls(routes, *columns)
+
+
+_COLUMNS = ("at_s", "route", "input_tokens", "output_tokens")
 
 
 def arrivals(scenario: Scenario) -> Traffic:

@@ -1,8 +1,9 @@
 """What the fast-forwarded requests leave in a run's results store.
 
-Near a fault of the scenario or a rate limit within reach (`BUSY_MARGIN` minutes either side),
-each one is an attempt row, written into the spool as the recorder would have written it: an
-incident's figures read every request of its minutes (engine/alerts/incident_impact.py).
+Near a fault of the scenario or the chain's troubles (`BUSY_MARGIN` minutes either side), and
+wherever a backup answered, each one is an attempt row, written into the spool as the recorder
+would have written it: an incident's figures read every request of its minutes
+(engine/alerts/incident_impact.py).
 Everywhere else (nearly all of a long scenario: a week with a 2-hour outage is 98 % quiet
 minutes) they go straight into the minute rollups as columns, without writing, ingesting and
 aggregating millions of rows that all say "answered at once by the primary", and their
@@ -43,19 +44,24 @@ from engine.core.pricing import Pricer
 from engine.store.rollup_queries import ADDITIVE, REWARM_COST, REWARMING, REWARMING_WINDOW
 from engine.store.rollups import bucket_end, bucket_start
 from engine.telemetry import columns as records
-from simulations.whatif.results import QUIET_ANSWERS
+from simulations.whatif.results import QUIET_ANSWERS, quantile_cont
 from simulations.whatif.simulated import CACHE_TTL_S
 
 if TYPE_CHECKING:
     import duckdb
 
     from simulations.whatif.fastforward import FastForward
+    from simulations.whatif.ways import Way
 
 ROWS_PER_FILE = 500_000
-BUSY_MARGIN = 30  # minutes either side of a fault or a rate limit within reach: rows
+BUSY_MARGIN = 30  # minutes either side of a fault of the scenario: rows
 # Minutes either side of the chain's sporadic troubles (a timeout when traffic is thin): an
 # incident they begin is over a few minutes later, and its figures read 5 minutes around it.
 TROUBLE_MARGIN = 15
+# An incident needs `min_faults` of evidence (faults, requests held back) while it lasts, and
+# it ends 15 minutes without a call or a few answers after its last bad minute: troubles at a
+# target with fewer than that within this many minutes either side are noise (a lone timeout).
+EVIDENCE_REACH = 60
 _MINUTE_US = 60_000_000
 QUANTILES = (0.5, 0.95, 0.99)  # the rollup's latency_p50_ms, latency_p95_ms, latency_p99_ms
 LATENCY = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")
@@ -182,13 +188,13 @@ class QuietMinutes:
             ours = self.latency[self.starts[g] : self.starts[g] + self.sizes[g]]
             both = np.sort(np.concatenate([ours, np.array(latencies, dtype=np.float64)]))
             for q, name in zip(QUANTILES, LATENCY, strict=True):
-                spread[name][row] = _one_quantile(both, q)
+                spread[name][row] = quantile_cont(both, q)
             template_ttft = self.ttft[key[1]]
             if template_ttft is not None:
                 ttfts += [template_ttft] * int(self.sizes[g])
             values = np.sort(np.array(ttfts, dtype=np.float64))
             for q, name in zip(QUANTILES, TTFT, strict=False):
-                spread[name][row] = _one_quantile(values, q) if len(values) else None
+                spread[name][row] = quantile_cont(values, q) if len(values) else None
         for name, values in spread.items():
             part = part.set_column(
                 part.schema.get_field_index(name), name, pa.array(values, pa.float64())
@@ -277,7 +283,6 @@ def write(
     """Write the fast-forwarded requests near a fault or a limit into the spool, and return
     the rest as minute rollups. `served`: (model, route) → when the chain's own requests were
     answered."""
-    t = ff.traffic
     rows = ff.rows()
     base_us = int(wall_start.timestamp() * 1_000_000)
     busy = _busy_minutes(ff, rows, base_us, busy_margin)
@@ -286,11 +291,12 @@ def write(
     tables: list[pa.Table] = []
     quiet: list[tuple[Attempt, RouteColumns]] = []
     written = 0
-    for r in np.unique(t.route[rows]):
-        mine = t.route[rows] == r
-        route = _route_columns(ff, int(r), rows[mine], warm[mine], pricer, base_us)
-        near = busy(route.started_us)
-        template = ff.templates[t.routes[int(r)]]
+    for way, mine in _by_way(ff, rows):
+        route = _route_columns(ff, way, rows[mine], warm[mine], pricer, base_us)
+        # A backup's answers are always rows: something happened (and the minute rollups of
+        # quiet minutes hold first answers only).
+        near = busy(route.started_us, way.first) | (way.depth > 0)
+        template = ff.templates[way.id]
         if near.any():
             tables.append(_route_table(template, route.take(near)))
             written += int(near.sum())
@@ -300,56 +306,86 @@ def write(
     return _quiet_minutes(quiet, len(rows) - written)
 
 
+def _by_way(ff: FastForward, rows: np.ndarray) -> list[tuple[Way, np.ndarray]]:
+    """The fast-forwarded arrivals `rows` by the way they took, each with its mask."""
+    taken = ff.taken[rows]
+    return [(ff.ways.all[w], taken == w) for w in np.unique(taken).tolist()]
+
+
 def _busy_minutes(ff: FastForward, rows: np.ndarray, base_us: int, margin: int) -> Any:
-    """A test of start times: within `margin` minutes of a fault of the scenario (from its
-    start to its end), of an arrival near a rate limit, or of a minute in which the chain's
-    troubles at a target could begin an incident (`_troubled`)."""
+    """A test of a primary's answers' start times: within `margin` minutes of a fault of the
+    scenario (from its start to its end), or of a minute in which the troubles at that
+    primary could begin an incident (`_troubled`: a rate limit's refusals among them). An
+    incident at a target reads the requests of the routes it is first for and those that
+    tried it: a quiet answer by another route's primary is none of its business."""
     t = ff.traffic
     if not len(t):
-        return lambda started_us: np.zeros(len(started_us), dtype=bool)
+        return lambda started_us, primary: np.zeros(len(started_us), dtype=bool)
     first = (base_us + int(t.at_s[0] * 1e6)) // _MINUTE_US
     size = (base_us + int(t.at_s[-1] * 1e6)) // _MINUTE_US - first + 2
 
     def minute(at_s: Any) -> Any:
         return (base_us + np.asarray(at_s) * 1e6).astype(np.int64) // _MINUTE_US - first
 
-    marks = np.zeros(size + 1, dtype=np.int64)  # +1 at a busy stretch's start, -1 past its end
+    faults = np.zeros(size + 1, dtype=np.int64)  # +1 at a busy stretch's start, -1 past its end
     for fault in ff.scenario.faults:
         lo, hi = minute([fault.start_s, min(fault.end_s, float(t.at_s[-1]))])
-        np.add.at(marks, [max(0, lo - margin), min(size, max(0, hi + margin + 1))], [1, -1])
-    troubled = _troubled(ff, rows) - first
-    for at, width in (
-        (minute(t.at_s[ff.limited]), margin),
-        (troubled, min(margin, TROUBLE_MARGIN)),
-    ):
+        np.add.at(faults, [max(0, lo - margin), min(size, max(0, hi + margin + 1))], [1, -1])
+    width = min(margin, TROUBLE_MARGIN)
+    near: dict[str, np.ndarray] = {}
+    troubled = _troubled(ff, rows)
+    for primary in set(ff.primary_of.values()):
+        marks = faults.copy()
+        at = troubled.get(primary, np.empty(0, np.int64)) - first
         np.add.at(marks, np.clip(at - width, 0, size), 1)
         np.add.at(marks, np.clip(at + width + 1, 0, size), -1)
-    near = np.cumsum(marks)[:size] > 0
+        near[primary] = np.cumsum(marks)[:size] > 0
 
-    def test(started_us: np.ndarray) -> np.ndarray:
-        return near[np.clip(started_us // _MINUTE_US - first, 0, size - 1)]
+    def test(started_us: np.ndarray, primary: str) -> np.ndarray:
+        return near[primary][np.clip(started_us // _MINUTE_US - first, 0, size - 1)]
 
     return test
 
 
-def _troubled(ff: FastForward, rows: np.ndarray) -> np.ndarray:
-    """The minutes (since 1970) in which the chain's failed calls at a target, or its answers
-    by a backup of a route the target is first for, are at least half the incident rule's
-    fault rate of every call to the target, quiet ones included (or a refused key, which
-    alone makes a bad minute): a sporadic timeout among hundreds of answers cannot begin an
-    incident, among a few it can, and an incident's figures read the rows of its minutes."""
+def _troubled(ff: FastForward, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per target, the minutes (since 1970) in which its failed calls, or the answers by a
+    backup of a route it is first for (the chain's and the fast-forward's), are at least half
+    the incident rule's fault rate of every call to it (or a refused key, which alone makes a
+    bad minute), with the rule's least evidence within EVIDENCE_REACH: a sporadic timeout
+    among hundreds of answers cannot begin an incident, among a few it can, and an
+    incident's figures read the rows of its minutes."""
     t = ff.traffic
-    calls = Counter(ff.chain_calls)
+    calls, troubles = Counter(ff.chain_calls), Counter(ff.chain_troubles)
     wall = (ff.wall_start_s + t.at_s[rows]).astype(np.int64) // 60
-    for r, target in enumerate(ff.primary_keys):
-        minutes, n = np.unique(wall[t.route[rows] == r], return_counts=True)
+    for way, mine in _by_way(ff, rows):
+        minutes, n = np.unique(wall[mine], return_counts=True)
+        primary = ff.primary_of[way.route]
         for m, k in zip(minutes.tolist(), n.tolist(), strict=True):
-            calls[(m, target)] += k
-    share = IncidentPolicy().fault_rate / 2
-    troubled = {
-        m for (m, target), bad in ff.chain_troubles.items() if bad >= share * calls[(m, target)]
-    }
-    return np.array(sorted(troubled), dtype=np.int64)
+            calls[(m, way.record_target)] += k
+            if way.depth > 0:  # an answer by a backup, or no call at all
+                troubles[(m, primary)] += k
+    policy = IncidentPolicy()
+    share = policy.fault_rate / 2
+    by_target: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for (m, target), bad in troubles.items():
+        by_target[target].append((m, bad))
+    troubled: dict[str, np.ndarray] = {}
+    for target, found in by_target.items():
+        found.sort()
+        minutes = np.array([m for m, _ in found], dtype=np.int64)
+        running = np.cumsum([0] + [bad for _, bad in found])
+        lo = np.searchsorted(minutes, minutes - EVIDENCE_REACH, side="left")
+        hi = np.searchsorted(minutes, minutes + EVIDENCE_REACH, side="right")
+        nearby = running[hi] - running[lo]  # the troubles at the target within reach
+        troubled[target] = np.array(
+            [
+                m
+                for (m, bad), evidence in zip(found, nearby.tolist(), strict=True)
+                if bad >= share * calls[(m, target)] and evidence >= policy.min_faults
+            ],
+            dtype=np.int64,
+        )
+    return troubled
 
 
 def _warm(ff: FastForward, rows: np.ndarray, served: dict) -> np.ndarray:
@@ -358,37 +394,41 @@ def _warm(ff: FastForward, rows: np.ndarray, served: dict) -> np.ndarray:
     t = ff.traffic
     warm = np.zeros(len(rows), dtype=bool)
     done = t.at_s[rows] + ff.latency_s[rows]
-    for r in range(len(t.routes)):
-        key = ff.cache_keys[r]
-        if key is None:
-            continue
-        mine = np.flatnonzero(t.route[rows] == r)
+    on_key: dict[Any, np.ndarray] = {}
+    for way, mine in _by_way(ff, rows):
+        if way.cache_key is not None:
+            before = on_key.get(way.cache_key)
+            on_key[way.cache_key] = mine if before is None else before | mine
+    for key, mine in on_key.items():
+        ours = done[mine]
         others = np.array(served.get(key, ()), dtype=np.float64)
-        every = np.sort(np.concatenate([done[mine], others]))
+        every = np.sort(np.concatenate([ours, others]))
         # The latest answer strictly before each of ours.
-        before = np.searchsorted(every, done[mine], side="left") - 1
+        before = np.searchsorted(every, ours, side="left") - 1
         prev = np.where(before >= 0, every[np.maximum(before, 0)], -np.inf)
-        warm[mine] = prev + CACHE_TTL_S > done[mine]
+        warm[mine] = prev + CACHE_TTL_S > ours
     return warm
 
 
 def _route_columns(
-    ff: FastForward, route: int, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, base_us: int
+    ff: FastForward, way: Way, rows: np.ndarray, warm: np.ndarray, pricer: Pricer, base_us: int
 ) -> RouteColumns:
     t = ff.traffic
-    name = t.routes[route]
+    name = way.route
     prompt = t.input_tokens[rows]
     share = ff.scenario.routes[name].cached_share
     # int(prompt × share), as SimulatedProvider computes it (the same doubles).
     cacheable = (prompt.astype(np.float64) * share).astype(np.int64)
     counts = (prompt - cacheable, t.output_tokens[rows], np.where(warm, cacheable, 0),
               np.where(warm, 0, cacheable))  # fmt: skip
+    if way.target is None:  # no call: no tokens
+        counts = tuple(np.zeros(len(rows), np.int64) for _ in counts)
     # As `timedelta(seconds=t)` rounds (the clock's `wall`): whole seconds, then the
     # fraction's microseconds half-even.
     fraction, whole = np.modf(t.at_s[rows])
     started_us = whole.astype(np.int64) * 1_000_000 + np.rint(fraction * 1e6).astype(np.int64)
     started_us += base_us
-    cost, priced, source = _price(ff.templates[name], counts, started_us, pricer)
+    cost, priced, source = _price(ff.templates[way.id], counts, started_us, pricer)
     return RouteColumns(rows, started_us, ff.latency_s[rows] * 1000, counts, cost, priced, source)
 
 
@@ -469,13 +509,15 @@ def _minute_rollups(
     nothing fell back, nothing wasted, no premium or cache loss (NULL, as a sum of none).
     With the latencies sorted within each minute, and where each minute's begin."""
     minute = route.started_us // _MINUTE_US
-    order = np.lexsort((route.latency_ms, minute))  # by minute, then latency
-    minute, latency = minute[order], route.latency_ms[order]
+    assert not len(minute) or (np.diff(minute) >= 0).all(), "rows out of arrival order"
     starts = np.flatnonzero(np.r_[True, np.diff(minute) != 0])
     n = np.diff(np.r_[starts, len(minute)])
-    tokens = tuple(c[order] for c in route.counts)
-    priced = route.priced[order]
-    cost = np.where(priced, route.cost[order], 0)
+    latency = route.latency_ms.copy()
+    for a, b in zip(starts.tolist(), (starts + n).tolist(), strict=True):
+        latency[a:b].sort()  # within each minute: a few hundred each, quicker than lexsort
+    tokens = route.counts
+    priced = route.priced
+    cost = np.where(priced, route.cost, 0)
     used = (tokens[0] + tokens[1] + tokens[2] + tokens[3]) > 0
     groups = len(starts)
     zeros = pa.array(np.zeros(groups, dtype=np.int64))
@@ -514,10 +556,6 @@ _NONE_HAPPENED = (
 )
 
 
-def _one_quantile(values: np.ndarray, q: float) -> float:
-    return float(_quantile_cont(values, np.zeros(1, np.int64), np.array([len(values)]), q)[0])
-
-
 def _quantile_cont(values: np.ndarray, starts: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
     """DuckDB's `quantile_cont` of each group (values sorted within each): the linear
     interpolation between the order statistics either side of (n − 1)·q."""
@@ -534,39 +572,41 @@ def _quantile_cont(values: np.ndarray, starts: np.ndarray, n: np.ndarray, q: flo
 def _price(
     template: Attempt, counts: tuple, started_us: np.ndarray, pricer: Pricer
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(costs in nano-dollars, priced, source) of one target's rows, by the minute (a price
-    may change at any minute: off-peak hours)."""
+    """(costs in nano-dollars, priced, source) of one target's rows (in arrival order), by
+    the stretches of minutes with the same rates (a price may change at any minute: off-peak
+    hours)."""
     n = len(started_us)
     cost = np.zeros(n, dtype=np.int64)
     priced = np.ones(n, dtype=bool)
     source = np.empty(n, dtype=object)
-    minutes = started_us // _MINUTE_US
-    order = np.argsort(minutes, kind="stable")
-    bounds = np.flatnonzero(np.diff(minutes[order])) + 1
-    for group in np.split(order, bounds):
-        at = datetime.fromtimestamp(int(minutes[group[0]]) * 60, tz=UTC)
-        part = tuple(c[group] for c in counts)
-        found = pricer.price_columns(
-            template.provider, template.provider_kind, template.model, at, part
-        )
+    minutes, first = np.unique(started_us // _MINUTE_US, return_index=True)
+    target = (template.provider, template.provider_kind, template.model)
+    at = [datetime.fromtimestamp(m * 60, tz=UTC) for m in minutes.tolist()]
+    rates = [pricer.rates_at(*target, when) for when in at]
+    changes = [k for k in range(len(rates)) if k == 0 or rates[k] != rates[k - 1]]
+    for a, b in zip(changes, [*changes[1:], len(rates)], strict=True):
+        lo, hi = int(first[a]), int(first[b]) if b < len(first) else n
+        part = tuple(c[lo:hi] for c in counts)
+        found = pricer.price_columns(*target, at[a], part)
         if found is None:  # only `price` can say: one attempt at a time
-            for j, row in enumerate(group):
-                value, row_source = pricer.price(_with_counts(template, part, j))
-                priced[row] = value is not None
-                cost[row] = 0 if value is None else int(value.scaleb(9).to_integral_value())
-                source[row] = row_source
+            for j in range(hi - lo):
+                value, row_source = pricer.price(_with_counts(template, part, j, at[a]))
+                priced[lo + j] = value is not None
+                cost[lo + j] = 0 if value is None else int(value.scaleb(9).to_integral_value())
+                source[lo + j] = row_source
             continue
-        nano, source[group] = found
+        nano, source[lo:hi] = found
         if nano is None:
-            priced[group] = False
+            priced[lo:hi] = False
         else:
-            cost[group] = nano
+            cost[lo:hi] = nano
     return cost, priced, source
 
 
-def _with_counts(template: Attempt, counts: tuple, j: int) -> Attempt:
+def _with_counts(template: Attempt, counts: tuple, j: int, at: datetime) -> Attempt:
     return dataclasses.replace(
         template,
+        started_at=at,
         input_tokens=int(counts[0][j]),
         output_tokens=int(counts[1][j]),
         cache_read_tokens=int(counts[2][j]),

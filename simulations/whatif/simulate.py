@@ -35,6 +35,7 @@ from queue import Empty
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from engine.config import Config
 from engine.core.clock import VirtualClock
@@ -46,16 +47,18 @@ from engine.runtime.switchover import Switchover
 from engine.scheduler.pipeline import Pipeline
 from engine.telemetry.recorder import Recorder
 from simulations.whatif import fastforward_rows
-from simulations.whatif.arrivals import arrivals
+from simulations.whatif.arrivals import Traffic, arrivals
 from simulations.whatif.calibration import NANO, Calibration
 from simulations.whatif.candidates import default_candidate, refuse_failing, with_backup
-from simulations.whatif.fastforward import Columns, FastForward, PendingBreakers
+from simulations.whatif.fastforward import Columns, FastForward
 from simulations.whatif.fastforward_rows import BUSY_MARGIN, QuietMinutes
+from simulations.whatif.pending_breakers import PendingBreakers
 from simulations.whatif.results import Comparison, RunResult, results_of
 from simulations.whatif.scenario import Scenario, slug
 from simulations.whatif.simulated import (
     CURRENT,
     Caches,
+    MinuteLimits,
     RequestDraws,
     RequestJitter,
     SimulatedProvider,
@@ -90,7 +93,9 @@ def run_once(
     seconds = time.perf_counter() - started
     end = scenario.start + timedelta(seconds=scenario.duration_s)
     # Priced as the recorder prices; the quiet minutes added to the rollups as they are made.
-    pipeline = Pipeline(paths, run.pricer, now=lambda: end, after_minutes=quiet.merge)
+    pipeline = Pipeline(
+        paths, run.pricer, now=lambda: end, after_minutes=quiet.merge, publish=False
+    )
     seed_cache_baselines(pipeline.con, scenario, config)
     alerts_log = logging.getLogger("switchover.alerts")
     level = alerts_log.level
@@ -120,18 +125,24 @@ def seed_cache_baselines(con: Any, scenario: Scenario, config: Config) -> None:
     while first < end:
         hours.append(first)
         first += timedelta(hours=1)
-    rows = [
+    seeded = [
         (name, hour, traffic.cached_share)
         for name, traffic in scenario.routes.items()
         if name in config.routes
         for hour in hours
     ]
-    if rows:
-        con.executemany(
-            "INSERT OR REPLACE INTO baselines (route, hour, hit_ratio, given)"
-            " VALUES (?, ?, ?, true)",
-            rows,
+    if seeded:  # as one table: executemany costs a millisecond a row
+        route, hour, ratio = zip(*seeded, strict=True)
+        con.register(
+            "seeded_baselines", pa.table({"route": route, "hour": hour, "hit_ratio": ratio})
         )
+        try:
+            con.execute(
+                "INSERT OR REPLACE INTO baselines (route, hour, hit_ratio, given)"
+                " SELECT route, hour, hit_ratio, true FROM seeded_baselines"
+            )
+        finally:
+            con.unregister("seeded_baselines")
 
 
 class _Run:
@@ -161,6 +172,7 @@ class _Run:
                 # (as a recorded incident's was), a backup's cold.
                 caches.served((config.routes[name].targets[0].model, name), 0.0)
         active = scenario.faults if faults else ()
+        limits = MinuteLimits(scenario.limits)
         providers = {
             name: SimulatedProvider(
                 name,
@@ -172,7 +184,7 @@ class _Run:
                 routes=scenario.routes,
                 median_ms=scenario.median_ms,
                 p99_ms=scenario.p99_ms,
-                limits=scenario.limits,
+                limits=limits,
                 latency=scenario.target_latency,
                 caches=caches,
             )
@@ -210,6 +222,7 @@ class _Run:
                 providers,
                 self.breakers,
                 caches,
+                limits,
                 self.host.switches,
             )
             self.host.add_hook(self.ff.learn)
@@ -274,16 +287,18 @@ def simulate(
     progress: Progress | None = None,
     processes: int | None = 1,
     on_run: Callable[[RunResult], None] | None = None,
+    traffic: Traffic | None = None,
 ) -> Comparison:
     """The baseline and one run per backup candidate (the scenario's own when none given).
     `processes`: run the runs side by side in that many processes; None: one per core once
     the traffic is large enough to pay for starting them. Processes are spawned, so a script
     that asks for them must guard its main code (`if __name__ == "__main__":`); the command
     line and the What-if page's jobs do. `on_run`: told each run's result as it finishes (in
-    any order), for partial results while the others go on."""
+    any order), for partial results while the others go on. `traffic`: the scenario's
+    arrivals, where the caller has drawn them already."""
     candidates = list(backups or scenario.backups) or [default_candidate(scenario)]
     refuse_failing(scenario, candidates)
-    traffic = arrivals(scenario)
+    traffic = traffic if traffic is not None else arrivals(scenario)
     root = results_dir / slug(scenario.name)
     runs = [(BASELINE, None), *((backup, backup) for backup in candidates)]
     if scenario.recorded is not None:  # a replay: the chain that served, held against the record
@@ -296,7 +311,7 @@ def simulate(
     workers = processes
     workers = min(workers, len(runs))
     if workers > 1 and _picklable(scenario):
-        results = _in_processes(scenario, runs, root, workers, progress, on_run)
+        results = _in_processes(scenario, traffic, runs, root, workers, progress, on_run)
     else:
         results = []
         for label, backup in runs:
@@ -363,15 +378,18 @@ def _worker_init(queue: Any) -> None:
     _progress_queue = queue
 
 
-def _worker_run(scenario: Scenario, label: str, backup: str | None, root: Path) -> RunResult:
+def _worker_run(
+    scenario: Scenario, label: str, backup: str | None, root: Path, drawn: Path
+) -> RunResult:
     def tell(what: str, share: float) -> None:
         _progress_queue.put((what, share))
 
-    return _one_run(scenario, label, backup, root, arrivals(scenario), tell)
+    return _one_run(scenario, label, backup, root, Traffic.load(drawn), tell)
 
 
 def _in_processes(
     scenario: Scenario,
+    traffic: Traffic,
     runs: list[tuple[str, str | None]],
     root: Path,
     workers: int,
@@ -379,7 +397,9 @@ def _in_processes(
     on_run: Callable[[RunResult], None] | None = None,
 ) -> list[RunResult]:
     """The runs in `workers` fresh processes (spawned: nothing of this one's threads or loops
-    is inherited); their progress comes back through a queue."""
+    is inherited); the traffic, drawn once, through files; their progress through a queue."""
+    drawn = root / ".traffic"
+    traffic.save(drawn)
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     stop = threading.Event()
@@ -400,7 +420,8 @@ def _in_processes(
             workers, mp_context=context, initializer=_worker_init, initargs=(queue,)
         ) as pool:
             futures = [
-                pool.submit(_worker_run, scenario, label, backup, root) for label, backup in runs
+                pool.submit(_worker_run, scenario, label, backup, root, drawn)
+                for label, backup in runs
             ]
             for future in as_completed(futures):
                 if on_run is not None:
@@ -409,3 +430,4 @@ def _in_processes(
     finally:
         stop.set()
         relaying.join(timeout=5)
+        shutil.rmtree(drawn, ignore_errors=True)

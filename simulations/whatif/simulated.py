@@ -99,13 +99,13 @@ class SimulatedProvider:
         routes: Mapping[str, RouteTraffic],
         median_ms: float,
         p99_ms: float,
-        limits: Mapping[str, Limits] | None = None,
+        limits: MinuteLimits | None = None,
         latency: Mapping[str, Latency] | None = None,
         caches: Caches | None = None,
     ) -> None:
         """`rng` serves calls made outside a simulated request (none in a simulation);
-        `latency`: per target, where measured; `caches`: the prompt caches, shared with the
-        fast-forward."""
+        `latency`: per target, where measured; `limits` and `caches`: the accounts' rate limits
+        and the prompt caches, shared with the other providers and the fast-forward."""
         self.name, self.kind = name, kind
         self.clock, self.rng, self.start = clock, rng, start
         self.faults = faults
@@ -116,10 +116,8 @@ class SimulatedProvider:
             for target, m in (latency or {}).items()
             if target.split("/", 1)[0] == name
         }
-        self.limits = dict(limits or {})
+        self.limits = limits or MinuteLimits({})
         self.caches = caches or Caches()
-        # target → (minute, requests, input tokens, output tokens) in the minute so far
-        self._minute: dict[str, tuple[int, int, int, int]] = {}
         self._errors = {
             fault: _error(fault, kind)
             for fault in ("overloaded", "server_error", "auth", "rate_limit")
@@ -132,17 +130,19 @@ class SimulatedProvider:
         rng = self.rng if draws is None else draws.rng
         fault = self._fault(target, now - self.start, rng)
         latency = self._latency(target, fault, rng, None if draws is None else draws.take_first_z())
-        if (fault is not None and fault.kind == "timeout") or latency > timeout_s:
-            await self.clock.sleep(timeout_s)
-            raise classify_exception(httpx.ReadTimeout("simulated: no answer in time"), sent=True)
-        if fault is not None and fault.kind != "slow":
+        if fault is not None and fault.kind not in ("timeout", "slow"):
             await self.clock.sleep(latency * _ERROR_DELAY)
             raise self._error_for(fault.kind, fault.retry_after_s)
+        # A call the provider takes counts against its limits, answered or not: one that
+        # times out was received, and a refusal comes back at once, however slow the model.
         prompt = request.estimated_input_tokens()
-        limited = self._over_limit(target, prompt, request.max_tokens or 0)
+        limited = self.limits.over(target, now, prompt, request.max_tokens or 0)
         if limited is not None:
             await self.clock.sleep(latency * _ERROR_DELAY)
             raise self._error_for("rate_limit", limited)
+        if (fault is not None and fault.kind == "timeout") or latency > timeout_s:
+            await self.clock.sleep(timeout_s)
+            raise classify_exception(httpx.ReadTimeout("simulated: no answer in time"), sent=True)
         await self.clock.sleep(latency)
         return Response(
             content=(Text("simulated answer"),),
@@ -193,29 +193,115 @@ class SimulatedProvider:
             cache_write_tokens=0 if warm else cacheable,
         )
 
-    def _over_limit(self, target: str, prompt: int, output: int) -> float | None:
-        """Seconds to the next minute when this request would pass the target's limits
-        (requests, tokens, input tokens or output tokens a minute)."""
+    def _error_for(self, kind: str, retry_after_s: float | None) -> Exception:
+        status, body = self._errors[kind]
+        headers = {"retry-after": f"{retry_after_s:.0f}"} if retry_after_s is not None else {}
+        return classify_response(status, headers, body, now=self.clock.wall())
+
+
+class MinuteLimits:
+    """The accounts' rate limits (requests, tokens, input or output tokens a minute, per
+    target), counted in whole minutes of the virtual clock. A refused call is not counted.
+    The simulated providers check and count each call as it is made; the fast-forward a run of
+    the calls it answers (in time order, before anything else calls the target) at once."""
+
+    def __init__(self, limits: Mapping[str, Limits]) -> None:
+        self.limits = dict(limits)
+        # target → (minute, requests, input tokens, output tokens) in the minute so far
+        self._minute: dict[str, tuple[int, int, int, int]] = {}
+
+    def __contains__(self, target: object) -> bool:
+        return target in self.limits
+
+    def over(self, target: str, now: float, prompt: int, output: int) -> float | None:
+        """None when a call at `now` passes (it is counted); else the seconds to the next
+        minute, the Retry-After of its refusal."""
         limits = self.limits.get(target)
         if limits is None:
             return None
-        now = self.clock.now()
         minute = int(now // 60)
         seen, requests, used_in, used_out = self._minute.get(target, (minute, 0, 0, 0))
         if seen != minute:
             requests, used_in, used_out = 0, 0, 0
         after = (requests + 1, used_in + prompt, used_out + output)
-        caps = (limits.rpm, limits.input_tpm, limits.output_tpm)
-        over = any(cap is not None and value > cap for value, cap in zip(after, caps, strict=True))
-        if over or (limits.tpm is not None and after[1] + after[2] > limits.tpm):
+        if _exceeds(limits, *after):
             return 60 - now % 60
         self._minute[target] = (minute, *after)
         return None
 
-    def _error_for(self, kind: str, retry_after_s: float | None) -> Exception:
-        status, body = self._errors[kind]
-        headers = {"retry-after": f"{retry_after_s:.0f}"} if retry_after_s is not None else {}
-        return classify_response(status, headers, body, now=self.clock.wall())
+    def passing(self, target: str, at: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> int:
+        """How many of these calls (sorted by time) pass in turn, up to the first refused.
+        Nothing is counted."""
+        limits = self.limits.get(target)
+        if limits is None or not len(at):
+            return len(at)
+        minute = at // 60
+        seen, *before = self._minute.get(target, (-1, 0, 0, 0))
+        counted = seen == minute[0]
+        # Were they all in one minute with what is counted, would they pass? Then they do.
+        most = (len(at), int(prompt.sum()), int(output.sum()))
+        if not _exceeds(limits, *(a + b for a, b in zip(most, before, strict=True))):
+            return len(at)
+        if minute[0] == minute[-1]:  # one minute: plain running sums
+            requests, used_in, used_out = (
+                np.cumsum(values, dtype=np.int64) + (base if counted else 0)
+                for values, base in zip(
+                    (np.ones(len(at), np.int64), prompt, output), before, strict=True
+                )
+            )
+        else:
+            requests, used_in, used_out = _running_by_minute(
+                minute,
+                (np.ones(len(at), np.int64), prompt, output),
+                before if counted else (0, 0, 0),
+            )
+        over = np.asarray(_exceeds(limits, requests, used_in, used_out))
+        return int(np.argmax(over)) if over.any() else len(at)
+
+    def count(self, target: str, at: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> None:
+        """Count these calls (sorted by time, each known to pass): what is kept is the last
+        minute's totals."""
+        if target not in self.limits or not len(at):
+            return
+        minute = at // 60
+        last = int(minute[-1])
+        first = int(np.searchsorted(minute, minute[-1]))
+        seen, requests, used_in, used_out = self._minute.get(target, (-1, 0, 0, 0))
+        if seen != last:
+            requests, used_in, used_out = 0, 0, 0
+        self._minute[target] = (
+            last,
+            requests + len(at) - first,
+            used_in + int(prompt[first:].sum()),
+            used_out + int(output[first:].sum()),
+        )
+
+
+def _running_by_minute(
+    minute: np.ndarray, columns: tuple[np.ndarray, ...], before: Any
+) -> list[np.ndarray]:
+    """Each column's running sum within each minute (`minute` sorted), the first minute's
+    starting from `before`."""
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(minute)) + 1))
+    sizes = np.diff(np.concatenate((starts, [len(minute)])))
+    totals = []
+    for values, base in zip(columns, before, strict=True):
+        running = np.cumsum(values, dtype=np.int64)
+        running -= np.repeat(np.concatenate(([0], running))[starts], sizes)
+        running[: sizes[0]] += base
+        totals.append(running)
+    return totals
+
+
+def _exceeds(limits: Limits, requests: Any, used_in: Any, used_out: Any) -> Any:
+    """Whether running totals (numbers, or arrays of them) pass any of `limits`."""
+    over: Any = np.zeros(np.shape(requests), dtype=bool)
+    totals = (requests, used_in, used_out, used_in + used_out)
+    caps = (limits.rpm, limits.input_tpm, limits.output_tpm, limits.tpm)
+    for value, cap in zip(totals, caps, strict=True):
+        if cap is not None:
+            over = over | (value > cap)
+    return over
 
 
 class Caches:

@@ -233,3 +233,51 @@ def test_prices_as_arrays_are_the_recorders_prices(provider, kind, model):
         assert source == expected_source
         expected = cost.quantize(Decimal("1e-9"), ROUND_HALF_EVEN).scaleb(9)
         assert Decimal(int(nano[i])) == expected, i
+
+
+def _outage_behind_breakers() -> dict:
+    """Sonnet down for 25 minutes at 5 requests/s: its breaker opens, the backup answers, and
+    the backup's token limit is reached within most minutes (its cool-down to the minute's
+    end: every target passed over, the request fails without a call)."""
+    return {
+        "name": "outage behind breakers",
+        "duration": "40m",
+        "seed": 5,
+        "providers": {"a": {"kind": "anthropic"}, "b": {"kind": "openai"}},
+        "routes": {"chat": {"targets": ["a/claude-sonnet-4-5", "b/gpt-4.1-mini"]}},
+        "traffic": {
+            "rate_per_s": 5,
+            "routes": {
+                "chat": {
+                    "share": 1,
+                    "input_tokens": 1500,
+                    "output_tokens": 200,
+                    "cached_share": 0.7,
+                }
+            },
+        },
+        "faults": [
+            {"target": "a/claude-sonnet-4-5", "kind": "overloaded", "start": "5m", "end": "30m"}
+        ],
+        "limits": {"b/gpt-4.1-mini": {"tpm": 400_000}},
+        "backups": ["b/gpt-4.1-mini"],
+    }
+
+
+def test_an_outage_behind_an_open_breaker_is_answered_at_once_with_the_chains_rows(tmp_path):
+    """With the primary's breaker open, a request's pass is known on arrival: the primary
+    passed over, the backup answers; while the backup cools down after its rate limit too,
+    nothing does. Those requests are fast-forwarded as the quiet ones are (the chain runs
+    around the breaker's probes and the limit's edges only), and every row is the chain's."""
+    scenario = parse_scenario(_outage_behind_breakers(), source="outage")
+    ways = _both_ways(scenario, tmp_path)
+    _same(ways)
+    fast = ways.stores["fast"]
+    shares = dict(
+        fast.execute(
+            "SELECT outcome, avg((request_id LIKE 'ff-%')::INT) FROM attempts"
+            " WHERE fallback_depth = 1 OR outcome = 'skipped' GROUP BY 1"
+        ).fetchall()
+    )
+    assert shares["success"] > 0.9  # answered by the backup, past the open breaker
+    assert shares["skipped"] > 0.9  # every target passed over: the backup cooling down
