@@ -395,7 +395,8 @@ scale_label = widgets.one_of(
 )
 scale = SCALES[scale_label]
 candidates = [*backups, *([extra.strip()] if extra.strip() else [])]
-requests = _requests(text, scale) * (1 + len(candidates))
+runs = 1 + len(candidates) + (scenario.recorded is not None)  # a replay: as recorded too
+requests = _requests(text, scale) * runs
 cols[1].caption(f"{requests:,} simulated requests, about {requests / _rate(root):,.0f} s")
 if scale < 1:
     cols[1].caption(
