@@ -87,18 +87,33 @@ def cut_quotes(text: str, pieces: Iterable[str]) -> str:
     if len(haystack) > _HAYSTACK_LIMIT:
         half = _HAYSTACK_LIMIT // 2
         haystack = haystack[:half] + "\x00" + haystack[-half:]
+    # Any quote of QUOTE_MIN or more holds a whole window of half that length on the step's
+    # grid, wherever it starts; a window found is grown to the longest run around it in the
+    # request, and cut only if that run is a quote's length.
     out, start, i = [], 0, 0
-    step = QUOTE_MIN // 2  # any quote of 1.5 × QUOTE_MIN holds an aligned window
-    while i + QUOTE_MIN <= len(text):
-        if text[i : i + QUOTE_MIN] not in haystack:
-            i += step
+    width = QUOTE_MIN // 2
+    while i + width <= len(text):
+        if text[i : i + width] not in haystack:
+            i += width
             continue
-        lo = _grow_left(text, i, i + QUOTE_MIN, haystack, floor=start)
-        hi = _grow_right(text, lo, i + QUOTE_MIN, haystack)
+        lo, hi = _longest_run(text, i, i + width, haystack, floor=start)
+        if hi - lo < QUOTE_MIN:
+            i += width
+            continue
         out += [text[start:lo], _CUT]
         start = i = hi
     out.append(text[start:])
     return "".join(out)
+
+
+def _longest_run(text: str, lo: int, hi: int, haystack: str, *, floor: int) -> tuple[int, int]:
+    """The longer of the runs around text[lo:hi] that are in haystack, grown left first or
+    right first (greedy either way can stop short of a run the other way finds)."""
+    left = _grow_left(text, lo, hi, haystack, floor=floor)
+    one = (left, _grow_right(text, left, hi, haystack))
+    right = _grow_right(text, lo, hi, haystack)
+    other = (_grow_left(text, lo, right, haystack, floor=floor), right)
+    return max(one, other, key=lambda run: run[1] - run[0])
 
 
 def _grow_right(text: str, lo: int, hi: int, haystack: str) -> int:

@@ -51,3 +51,24 @@ def test_text_quoted_from_anywhere_in_the_request_is_cut():
 def test_an_error_text_is_cut_to_the_limit():
     kept = Scrubber().error_text("x " * 1000)
     assert len(kept) == MESSAGE_LIMIT and kept.endswith("…")
+
+
+def test_a_short_prompt_quoted_at_any_place_in_an_error_is_cut():
+    """Issue 35: a prompt of 24 to 35 characters quoted by a provider's error was kept when it
+    did not hold a window aligned on the scan's step."""
+    scrub = Scrubber()
+    for length in (24, 25, 30, 35):
+        prompt = "my card is 4111 1111 and pin 998877665544"[:length]
+        request = Request(messages=(Message.user(prompt),))
+        for offset in range(0, 14):
+            error = "x" * offset + f"invalid request: '{prompt}' is not allowed here"
+            kept = scrub.error_text(error, request)
+            assert prompt not in kept, (length, offset, kept)
+            assert prompt[:12] not in kept or prompt[-12:] not in kept, (length, offset, kept)
+
+
+def test_words_shorter_than_a_quote_are_kept_in_an_error():
+    scrub = Scrubber()
+    request = Request(messages=(Message.user("please summarise the invalid request for me today"),))
+    error = "invalid request: the model is overloaded, retry later"
+    assert scrub.error_text(error, request) == error
