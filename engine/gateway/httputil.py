@@ -141,9 +141,12 @@ def matched_key(headers: Headers, keys: Collection[str]) -> str | None:
 
 
 # The official SDKs say how long they will wait for the head (600 s by default); past it they
-# give up and retry while the chain is still working. Finish the chain a little before that.
+# give up and retry while the chain is still working. Finish the chain a little before that:
+# a second, or a fifth of a short wait (a whole second of 1.1 s left less than an attempt's
+# minimum, and every target was skipped at once).
 READ_TIMEOUT_HEADER = "x-stainless-read-timeout"
 READ_TIMEOUT_MARGIN_S = 1.0
+READ_TIMEOUT_MARGIN_SHARE = 0.2
 
 
 def caller_budget_s(headers: Mapping[str, str]) -> float | None:
@@ -156,6 +159,6 @@ def caller_budget_s(headers: Mapping[str, str]) -> float | None:
         seconds = float(raw)
     except ValueError:
         return None
-    if not seconds > READ_TIMEOUT_MARGIN_S or seconds != seconds or seconds == float("inf"):
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
         return None
-    return seconds - READ_TIMEOUT_MARGIN_S
+    return seconds - min(READ_TIMEOUT_MARGIN_S, READ_TIMEOUT_MARGIN_SHARE * seconds)

@@ -341,3 +341,20 @@ def test_the_chain_finishes_before_an_sdk_would_give_up():
     assert caller_budget_s({}) is None
     for nonsense in ("soon", "0", "-3", "nan", "inf"):
         assert caller_budget_s({"x-stainless-read-timeout": nonsense}) is None
+    # A short wait keeps most of itself: a fifth of it, at most a second, is the margin.
+    for seconds in (0.5, 1.0, 1.1, 1.25, 3.0):
+        budget = caller_budget_s({"x-stainless-read-timeout": str(seconds)})
+        assert budget is not None and seconds - 1.0 <= budget < seconds
+        assert budget >= 0.8 * seconds - 1e-9
+
+
+def test_an_sdk_that_waits_just_over_a_second_is_served(gateway: GatewayFactory):
+    """Issue 35: a read timeout between 1.0 and 1.25 s left less than an attempt's minimum
+    after the gateway's margin, and got an instant 504 with no provider called."""
+    gw = gateway({"support": ["claude/a"]})
+    response = httpx.post(
+        gw.url + ANTHROPIC_PATH,
+        json=body("support"),
+        headers={"x-stainless-read-timeout": "1.1"},
+    )
+    assert response.status_code == 200, response.text
