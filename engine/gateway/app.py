@@ -63,6 +63,7 @@ from engine.gateway.httputil import (
 from engine.gateway.observability import (
     CONTENT_TYPE,
     Metrics,
+    breakers_shared,
     models_document,
     status_document,
 )
@@ -133,6 +134,9 @@ class Gateway:
         self.sw = sw
         self.settings = settings
         self.metrics = Metrics(recorder=sw.recorder)
+        # Said by every worker from its start: the gauge is the least over the live workers,
+        # and one that has served nothing yet would otherwise hold its initial 0.
+        self.metrics.store_shared.set(1 if breakers_shared(sw.breakers) else 0)
         self.replies = Replies(sw, self.metrics)
         self.started = int(time.time())
         sw.add_hook(self.metrics.on_attempt)
