@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulations.fakes.faults import ErrorShape
+from simulations.fakes.schema_checks import schema_problem
 
 _ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
@@ -104,6 +105,12 @@ def _check_tools(body: dict[str, Any]) -> ErrorShape | None:
             return _problem(f"tools.{i}.custom.input_schema: Field required")
         if schema.get("type") != "object":
             return _problem(f"tools.{i}.custom.input_schema.type: Input should be 'object'")
+        if schema_problem(schema) is not None:
+            return _problem(
+                f"tools.{i}.custom.input_schema: JSON schema is invalid. It must match JSON "
+                "Schema draft 2020-12 (https://json-schema.org/draft/2020-12). Learn more about "
+                "tool use at https://docs.claude.com/en/docs/tool-use."
+            )
     choice = body.get("tool_choice")
     if choice is not None:
         if not isinstance(choice, dict) or choice.get("type") not in (

@@ -155,7 +155,8 @@ def arguments_for(schema: dict[str, Any], user_text: str) -> dict[str, Any]:
     """Plausible arguments: the user's text for the first string property, simple values else."""
     args: dict[str, Any] = {}
     text_given = False
-    for name, prop in (schema.get("properties") or {}).items():
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    for name, prop in (properties if isinstance(properties, dict) else {}).items():
         prop = prop if isinstance(prop, dict) else {}
         kind = prop.get("type", "string")
         if prop.get("enum"):

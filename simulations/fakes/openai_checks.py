@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulations.fakes.faults import ErrorShape
+from simulations.fakes.schema_checks import schema_problem
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -91,7 +92,30 @@ def _check_tools(tools: Any) -> ErrorShape | None:
                 f"tools[{i}].function.name",
                 "invalid_value",
             )
+        problem = _check_parameters(function.get("parameters"), str(function["name"]), i)
+        if problem is not None:
+            return problem
     return None
+
+
+def _check_parameters(schema: Any, name: str, i: int) -> ErrorShape | None:
+    if schema is None:
+        return None
+    if isinstance(schema, dict) and schema.get("type", "object") != "object":
+        why = f"schema must be a JSON Schema of 'type: \"object\"', got {_type_of(schema)}"
+    else:
+        why = schema_problem(schema)
+    if why is None:
+        return None
+    return _problem(
+        f"Invalid schema for function '{name}': {why}.",
+        f"tools[{i}].function.parameters",
+        "invalid_function_parameters",
+    )
+
+
+def _type_of(schema: dict[str, Any]) -> str:
+    return f"'type: \"{schema.get('type')}\"'"
 
 
 def _check_messages(messages: Any) -> ErrorShape | None:
