@@ -33,24 +33,17 @@ def schema_problem(schema: Any, where: tuple[str, ...] = (), depth: int = 0) -> 
         isinstance(required, list) and all(isinstance(r, str) for r in required)
     ):
         return f"{context}{_short(required)} is not of type 'array' of 'string'"
-    for name in _SUBSCHEMA_MAPS:
+    for name, shape in (*((n, dict) for n in _SUBSCHEMA_MAPS),
+                        *((n, list) for n in _SUBSCHEMA_LISTS)):  # fmt: skip
         found = schema.get(name)
         if found is None:
             continue
-        if not isinstance(found, dict):
-            return f"In context={(*where, name)!r}, {_short(found)} is not of type 'object'"
-        for key, sub in found.items():
+        if not isinstance(found, shape):
+            kind = "object" if shape is dict else "array"
+            return f"In context={(*where, name)!r}, {_short(found)} is not of type '{kind}'"
+        named = found.items() if isinstance(found, dict) else enumerate(found)
+        for key, sub in named:
             problem = schema_problem(sub, (*where, name, str(key)), depth + 1)
-            if problem:
-                return problem
-    for name in _SUBSCHEMA_LISTS:
-        found = schema.get(name)
-        if found is None:
-            continue
-        if not isinstance(found, list):
-            return f"In context={(*where, name)!r}, {_short(found)} is not of type 'array'"
-        for i, sub in enumerate(found):
-            problem = schema_problem(sub, (*where, name, str(i)), depth + 1)
             if problem:
                 return problem
     for name in ("items", "additionalProperties", "not"):
