@@ -44,7 +44,7 @@ from engine.core.pricing import Pricer
 from engine.store.rollup_queries import ADDITIVE, REWARM_COST, REWARMING, REWARMING_WINDOW
 from engine.store.rollups import bucket_end, bucket_start
 from engine.telemetry import columns as records
-from simulations.whatif.results import QUIET_ANSWERS, quantile_cont
+from simulations.whatif.results import QUIET_ANSWERS, quantile_cont, quantile_cont_groups
 from simulations.whatif.simulated import CACHE_TTL_S
 
 if TYPE_CHECKING:
@@ -543,7 +543,7 @@ def _minute_rollups(
     ):
         body[name] = pa.array(np.add.reduceat(column, starts).astype(np.int64))
     for q, name in zip(QUANTILES, LATENCY, strict=True):
-        body[name] = pa.array(_quantile_cont(latency, starts, n, q))
+        body[name] = pa.array(quantile_cont_groups(latency, starts, n, q))
     for name in TTFT:
         body[name] = pa.array([template.ttft_ms] * groups, pa.float64())
     return pa.table(body), latency, starts
@@ -554,16 +554,6 @@ _NONE_HAPPENED = (
     *("unavailable", "broken_streams", "abandoned", "failed_attempts", "request_fault_attempts"),
     *("provider_faults", "account_faults", "rate_limited", "ambiguous_faults", "quality_errors"),
 )
-
-
-def _quantile_cont(values: np.ndarray, starts: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
-    """DuckDB's `quantile_cont` of each group (values sorted within each): the linear
-    interpolation between the order statistics either side of (n − 1)·q."""
-    position = (n - 1) * q
-    below = np.floor(position).astype(np.int64)
-    above = np.minimum(below + 1, n - 1)
-    lo, hi = values[starts + below], values[starts + above]
-    return lo + (hi - lo) * (position - below)
 
 
 # --- prices ----------------------------------------------------------------------------------

@@ -324,11 +324,20 @@ def _latency_quantiles(con: Any, ps: tuple[float, ...]) -> list[Quantile | None]
 
 def quantile_cont(ranked: np.ndarray, q: float) -> float:
     """DuckDB's `quantile_cont` of `ranked` (sorted, or partitioned around the two order
-    statistics either side of (n − 1)·q): the linear interpolation between them."""
-    position = (len(ranked) - 1) * q
-    below = math.floor(position)
-    above = min(below + 1, len(ranked) - 1)
-    lo, hi = float(ranked[below]), float(ranked[above])
+    statistics either side of (n − 1)·q)."""
+    return float(quantile_cont_groups(ranked, np.zeros(1, np.int64), np.array([len(ranked)]), q)[0])
+
+
+def quantile_cont_groups(
+    values: np.ndarray, starts: np.ndarray, n: np.ndarray, q: float
+) -> np.ndarray:
+    """DuckDB's `quantile_cont` of each group (values sorted within each, the groups `n` long
+    from `starts`): the linear interpolation between the order statistics either side of
+    (n − 1)·q."""
+    position = (n - 1) * q
+    below = np.floor(position).astype(np.int64)
+    above = np.minimum(below + 1, n - 1)
+    lo, hi = values[starts + below], values[starts + above]
     return lo + (hi - lo) * (position - below)
 
 

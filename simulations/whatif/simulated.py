@@ -242,19 +242,9 @@ class MinuteLimits:
         most = (len(at), int(prompt.sum()), int(output.sum()))
         if not _exceeds(limits, *(a + b for a, b in zip(most, before, strict=True))):
             return len(at)
-        if minute[0] == minute[-1]:  # one minute: plain running sums
-            requests, used_in, used_out = (
-                np.cumsum(values, dtype=np.int64) + (base if counted else 0)
-                for values, base in zip(
-                    (np.ones(len(at), np.int64), prompt, output), before, strict=True
-                )
-            )
-        else:
-            requests, used_in, used_out = _running_by_minute(
-                minute,
-                (np.ones(len(at), np.int64), prompt, output),
-                before if counted else (0, 0, 0),
-            )
+        requests, used_in, used_out = _running_by_minute(
+            minute, (np.ones(len(at), np.int64), prompt, output), before if counted else (0, 0, 0)
+        )
         over = np.asarray(_exceeds(limits, requests, used_in, used_out))
         return int(np.argmax(over)) if over.any() else len(at)
 

@@ -30,7 +30,8 @@ PASSED_OVER = (SkipReason.BREAKER_OPEN, SkipReason.COOLING_DOWN)
 
 def route_can_fast_forward(route: RouteConfig, switches: Any) -> bool:
     """Whether no route option could make a pass end otherwise than its breakers say (a
-    backup's own prompt changes only what that backup is sent: its way is the chain's)."""
+    target's own prompt changes only what that target is sent: its way is the chain's,
+    `Ways.find`)."""
     options = route.options
     return (
         switches is None
@@ -38,7 +39,6 @@ def route_can_fast_forward(route: RouteConfig, switches: Any) -> bool:
         and options.contract is None
         and not options.adaptive_order
         and not options.own_keys_first
-        and route.targets[0].prompt is None
     )
 
 
