@@ -6,7 +6,7 @@ chosen in the navigation; first, when sign-in applies, nobody gets past the sign
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pandas as pd
 import streamlit as st
@@ -33,7 +33,8 @@ page = st.navigation(pages)
 def freshness() -> None:
     """How old the data is, and why when the scheduler says so (published/scheduler.json):
     redrawn every few seconds, so that a scheduler waiting for its database shows within one."""
-    view, now = data.view(), datetime.now(UTC)
+    view = data.view()
+    now = view.now
     snapshots = data.manifest()
     if snapshots:
         newest = max(s.written_at for s in snapshots.values())

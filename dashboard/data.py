@@ -188,13 +188,19 @@ def choice(label: str, key: str, options: list[str]) -> None:
     st.selectbox(label, options, index=index, key=key, on_change=keep)
 
 
+def now() -> datetime:
+    """The dashboard's clock: the "now" every page reads its window back from. One seam, so
+    that a test views its data as of the moment it was published, however long the suite."""
+    return datetime.now(UTC)
+
+
 def view() -> View:
     """What the sidebar chose (app.py draws it), as of now."""
     label = st.session_state.get("window") or st.session_state.get("chosen_window", "1 h")
     tz = st.session_state.get("timezone") or st.session_state.get(
         "chosen_timezone", DEFAULTS["timezone"]
     )
-    return View(label, WINDOWS[label], ZoneInfo(tz), datetime.now(UTC))
+    return View(label, WINDOWS[label], ZoneInfo(tz), now())
 
 
 def as_of(v: View) -> datetime:

@@ -103,7 +103,7 @@ def keeper() -> Keeper:
 
 
 def _seen_routes() -> dict[str, tuple[str, ...]]:
-    seen = data.query("hour_rollups", since=datetime.now(UTC) - _SEEN)
+    seen = data.query("hour_rollups", since=data.now() - _SEEN)
     if seen.empty:
         return {}
     pairs = seen[["route", "target"]].drop_duplicates().sort_values(["route", "target"])

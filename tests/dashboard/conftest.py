@@ -14,6 +14,7 @@ import duckdb
 import pytest
 from helpers.alert_harness import PRIMARY, World, config
 
+from dashboard import data
 from dashboard.live_breakers import GATEWAY_URL_ENV
 
 MINUTES = 100
@@ -95,8 +96,12 @@ def no_gateway(monkeypatch):
 
 @pytest.fixture
 def app_env(dataset, monkeypatch):
-    paths, _, _ = dataset
+    """The dataset, viewed as of when it was published: a test that runs minutes later in a
+    long suite sees the same windows, and a scheduler that reported just now."""
+    paths, _, start = dataset
     monkeypatch.setenv("SWITCHOVER_DATA_DIR", str(paths.root))
+    published_at = start + timedelta(minutes=MINUTES)
+    monkeypatch.setattr(data, "now", lambda: published_at)
     return dataset
 
 

@@ -4,7 +4,7 @@ equal ones computed from the attempts, and the widgets change what is shown."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
@@ -19,6 +19,7 @@ from helpers.dashboard_pages import (
     texts,
 )
 
+from dashboard import data
 from dashboard.definitions import define
 from engine.alerts.incidents import IncidentPolicy
 from engine.core.money import format_usd
@@ -28,7 +29,7 @@ from .conftest import OUTAGE
 
 
 def _since(window: timedelta) -> pd.Timestamp:
-    return pd.Timestamp((datetime.now(UTC) - window).replace(second=0, microsecond=0))
+    return pd.Timestamp((data.now() - window).replace(second=0, microsecond=0))
 
 
 def test_costs_add_up_to_the_attempts_costs(app_env):

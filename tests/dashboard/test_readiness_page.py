@@ -16,6 +16,7 @@ import pytest
 from helpers.alert_harness import PRIMARY, World, config
 from helpers.dashboard_pages import metric, open_page, texts
 
+from dashboard import data
 from dashboard.definitions import define
 from dashboard.readiness_metrics import (
     BELOW,
@@ -194,7 +195,7 @@ def test_quality_errors_are_summed_per_target_over_the_window(app_env):
     paths, _, _ = app_env
     at = open_page("readiness")
     [shown] = [d.value for d in at.dataframe if "quality_errors" in d.value.columns]
-    since = (datetime.now(UTC) - timedelta(hours=1)).replace(second=0, microsecond=0)
+    since = (data.now() - timedelta(hours=1)).replace(second=0, microsecond=0)
     rollups = PublishedData(paths.published).query("minute_rollups", since=since, route="support")
     answered = rollups.groupby("target")["answered"].sum()
     assert shown.set_index("target")["answered"].to_dict() == answered.to_dict()
