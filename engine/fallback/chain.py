@@ -198,7 +198,10 @@ class Chain:
                             run, gate, caught, target, later, retries_left=left
                         )
                         if step is Step.FALL_BACK_LARGER_CONTEXT:
-                            overflowed = window_of(target)
+                            # the largest known window it overflowed raises the bar
+                            known = window_of(target)
+                            if known is not None:
+                                overflowed = max(known, overflowed or 0)
                         if retry is None:
                             break
                         admitted = retry

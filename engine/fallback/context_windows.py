@@ -4,8 +4,11 @@ A request that overflowed one target's context window can only be answered by a 
 window is larger (catalogue row 2): `larger_window_ahead` says whether one follows, `too_narrow`
 why a target is passed over. A window is the operator's `context_window` on the target in the
 configuration when given (the operator's word: a fine-tuned or self-hosted model, a window a
-provider changed), else genai-prices' model data, else unknown. An unknown window is never
-assumed larger: the request fails fast rather than try a backup that may fail the same way.
+provider changed), else genai-prices' model data, else unknown. An unknown window is tried
+(issue 35): a backup the operator put in the chain, whose window nobody states, may well take
+the request, and every fallback-capable gateway tries it; at worst it answers the same 400,
+which is the caller's fault and charges no breaker. A known window no larger than one the
+request overflowed is skipped, with both sizes in the reason.
 
 Looked up only when a request overflows (genai-prices costs ~0.1 s to import; most processes
 never need it), with the same model matching as the prices (engine.core.pricing), cached.
@@ -33,17 +36,18 @@ def window_of(target: Target) -> int | None:
 
 
 def larger_window_ahead(failed: Target, later: Sequence[Target]) -> bool:
-    """Whether a target after `failed`, which overflowed, has a larger known window."""
+    """Whether a target after `failed`, which overflowed, may take the request: its window
+    larger, or unknown (and any, when `failed`'s own is unknown)."""
     window = window_of(failed)
-    return window is not None and any(too_narrow(t, window) is None for t in later)
+    return any(too_narrow(t, window) is None for t in later)
 
 
-def too_narrow(target: Target, overflowed: int) -> str | None:
+def too_narrow(target: Target, overflowed: int | None) -> str | None:
     """Why `target` cannot take a request that overflowed `overflowed` tokens (the skip
-    reason recorded), or None when its window is larger."""
+    reason recorded), or None when it may: its window larger, or either unknown."""
     window = window_of(target)
-    if window is None:
-        return f"context window unknown, the request overflowed {overflowed:,} tokens"
+    if window is None or overflowed is None:
+        return None
     if window <= overflowed:
         return f"context window {window:,} tokens, the request overflowed {overflowed:,}"
     return None

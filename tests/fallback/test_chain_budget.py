@@ -158,8 +158,8 @@ def check_sleeps(watched: WatchedClock, deadline: float, policy: Policy) -> None
 
 def check_decisions(attempts: list[Attempt], targets: list[Target]) -> None:
     """Each record names what the chain did next: a retry is followed by the same target, a
-    fallback by a later one (past a context overflow, one with a larger window), and nothing
-    follows a final decision."""
+    fallback by a later one (past a context overflow, one with a larger or unknown window),
+    and nothing follows a final decision."""
     windows = {t.name: window_of(t) for t in targets}
     for made, following in itertools.pairwise(attempts):
         if made.decision in ("retry", "wait_and_retry"):
@@ -169,9 +169,10 @@ def check_decisions(attempts: list[Attempt], targets: list[Target]) -> None:
             assert following.fallback_depth > made.fallback_depth
     for i, made in enumerate(attempts):
         if made.decision == "fall_back_larger_context":
-            bar = windows[made.target]
-            assert bar is not None
-            assert all((windows[a.target] or 0) > bar for a in attempts[i + 1 :])
+            bar = windows[made.target]  # unknown: nothing to compare, any later one is tried
+            if bar is not None:  # a window nobody states is tried (issue 35)
+                later = (windows[a.target] for a in attempts[i + 1 :])
+                assert all(w is None or w > bar for w in later)
     if attempts and attempts[-1].outcome == "error":
         final = ("give_up", "fall_back", "fall_back_now", "fail_fast", "in_band_error")
         assert attempts[-1].decision in final

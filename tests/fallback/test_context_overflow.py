@@ -95,30 +95,41 @@ def test_an_overflow_falls_back_to_a_later_target_with_a_larger_window(streamed:
 
 
 def test_targets_no_larger_are_skipped_on_the_way_to_a_larger_one():
-    """Equal (gpt-4o-mini: 128,000) and unknown (a fine-tune) windows are never tried."""
-    route = Route("gpt-4o", "gpt-4o-mini", "our-fine-tune", "gpt-4.1-mini")
+    """An equal window (gpt-4o-mini: 128,000) is never tried."""
+    route = Route("gpt-4o", "gpt-4o-mini", "gpt-4.1-mini")
     route.fake.script("gpt-4o", [OVERFLOW])
-    assert route.complete().fallback_depth == 3
-    assert (route.calls("gpt-4o-mini"), route.calls("our-fine-tune")) == (0, 0)
+    assert route.complete().fallback_depth == 2
+    assert route.calls("gpt-4o-mini") == 0
     assert [d for _, d in route.decisions()] == ["fall_back_larger_context", "served"]
 
 
+def test_a_target_whose_window_nobody_states_is_tried():
+    """Issue 35: a backup with an unknown window (a fine-tune) may take the request; the
+    chain tries it rather than fail a request a backup could answer."""
+    route = Route("gpt-4o", "gpt-4o-mini", "our-fine-tune", "gpt-4.1-mini")
+    route.fake.script("gpt-4o", [OVERFLOW])
+    assert route.complete().model == "our-fine-tune"
+    assert route.calls("gpt-4o-mini") == 0
+    assert route.decisions() == [("gpt-4o", "fall_back_larger_context"),
+                                 ("our-fine-tune", "served")]  # fmt: skip
+
+
 def test_with_no_larger_window_the_request_fails_fast_with_the_providers_400():
-    route = Route("gpt-4o", "gpt-4o-mini", "our-fine-tune")
+    route = Route("gpt-4o", "gpt-4o-mini")
     route.fake.script("gpt-4o", [OVERFLOW])
     with pytest.raises(RequestFailed) as failed:
         route.complete()
     assert (failed.value.error.status, failed.value.error.error_class) == (400, "context_overflow")
     assert route.decisions() == [("gpt-4o", "fail_fast")]
-    assert (route.calls("gpt-4o-mini"), route.calls("our-fine-tune")) == (0, 0)
+    assert route.calls("gpt-4o-mini") == 0
 
 
-def test_an_overflow_on_an_unknown_window_fails_fast_even_before_a_known_large_one():
+def test_an_overflow_on_an_unknown_window_tries_the_backup():
     route = Route("our-fine-tune", "gpt-4.1-mini")
     route.fake.script("our-fine-tune", ["context_overflow"])
-    with pytest.raises(RequestFailed):
-        route.complete()
-    assert route.calls("gpt-4.1-mini") == 0
+    assert route.complete().model == "gpt-4.1-mini"
+    assert route.decisions() == [("our-fine-tune", "fall_back_larger_context"),
+                                 ("gpt-4.1-mini", "served")]  # fmt: skip
 
 
 def test_the_skips_say_why_when_the_larger_target_fails_too():
