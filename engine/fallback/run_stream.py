@@ -35,6 +35,7 @@ from engine.core.messages import (
     is_content,
 )
 from engine.fallback.admission import Admitted
+from engine.fallback.policy import too_little
 from engine.fallback.run import RequestRun, internal_error
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ async def attempt_stream(
     (sent as a final assistant message)."""
     continues = None if resume is None else (resume.attempt, resume.chars)
     flight = run.begin(target, depth, admitted, continues=continues)
-    reading = _Reading.open(run, target, resume, backups_left)
+    reading = _Reading.open(run, target, resume, backups_left, continuable)
     handed_to_chain = False
     try:
         while True:
@@ -154,16 +155,23 @@ class _Reading:
         request: Request,
         answer: StreamedAnswer | None,
         backups_left: bool,
+        continuable: bool,
     ) -> None:
         self.run, self.target, self.events = run, target, events
         self.request, self.answer, self.backups_left = request, answer, backups_left
+        self.continuable = continuable
         self.usage = Usage()
         self.held: list[StreamEvent] = []
         self.ttft_ms: float | None = None
 
     @classmethod
     def open(
-        cls, run: RequestRun, target: Target, resume: Resume | None, backups_left: bool
+        cls,
+        run: RequestRun,
+        target: Target,
+        resume: Resume | None,
+        backups_left: bool,
+        continuable: bool = False,
     ) -> _Reading:
         """The stream the target is asked for (a continuation: with the answer so far as the
         final assistant message), not yet read; the answer to gather for judging, if anything
@@ -178,7 +186,7 @@ class _Reading:
         # only has to outlast them.
         timeout_s = max(run.remaining(), run.policy.idle_timeout_s)
         events = target.provider.stream(request, target.model, timeout_s=timeout_s)
-        return cls(run, target, events, request, answer, backups_left)
+        return cls(run, target, events, request, answer, backups_left, continuable)
 
     async def next(self) -> StreamEvent:
         event = await self._next_event()
@@ -226,7 +234,7 @@ class _Reading:
     async def _next_event(self) -> StreamEvent:
         run, events, committed = self.run, self.events, self.ttft_ms is not None
         if committed:
-            limit = run.policy.idle_timeout_s
+            limit = self._idle_limit()
         else:
             limit = min(run.policy.first_token_timeout_s, run.usable(self.backups_left))
         try:
@@ -244,6 +252,18 @@ class _Reading:
             raise
         except Exception as exc:
             raise internal_error(run.current.target if run.current else None, exc) from exc
+
+    def _idle_limit(self) -> float:
+        """The silence allowed after the first content. A stream that may be continued stops
+        waiting at its attempt's end (the reserve line while backups remain) as long as that
+        is ahead, so that the continuation has the backups' share rather than what a 30 s idle
+        limit in a 30 s budget leaves (issue 35, failoverbench S09); past it, or with nothing
+        to continue on, the idle limit alone: a committed stream is never cut by the budget."""
+        idle = self.run.policy.idle_timeout_s
+        if not (self.continuable and self.backups_left):
+            return idle
+        before_line = self.run.usable(backups_left=True)
+        return min(idle, before_line) if not too_little(before_line, self.run.policy) else idle
 
     def _stalled(self, limit: float) -> AttemptError:
         """No event within `limit`: out of budget, or a stall, said with when it happened."""

@@ -10,6 +10,8 @@ error's own decision (`match error.decision`), never from a second ladder of typ
                                                                  no longer than the policy waits
     RETRY_THEN_FALL_BACK,  retry (after a jittered backoff)      retries left, and the error
     AMBIGUOUS, QUALITY                                           allows the same target again
+                                                                 (a wait that ran out does only
+                                                                 on the last target)
     any                    fall_back (give_up on the last)       none of the above
 
 Pure: the budget (whether the wait fits before the deadline or the backups' reserve) and the
@@ -30,7 +32,11 @@ from engine.fallback.policy import Policy, backoff_s
 if TYPE_CHECKING:
     from engine.fallback.target import Target
 
-__all__ = ["callers_mistake", "move_on", "next_step"]
+__all__ = ["WAITED_OUT", "callers_mistake", "move_on", "next_step"]
+
+# The failures of a wait the chain cut short: no response headers (read_timeout), no first
+# content in a stream (stream_stalled; after the first content a stall is in-band, never here).
+WAITED_OUT = frozenset({"read_timeout", "stream_stalled"})
 
 
 def next_step(
@@ -63,7 +69,9 @@ def next_step(
                 return None, move_on(last=last)
             return wait, Step.WAIT_AND_RETRY
         case Decision.RETRY_THEN_FALL_BACK | Decision.AMBIGUOUS | Decision.QUALITY:
-            if not error.retry_same:  # a 504: the provider already made us wait
+            # A 504, or a wait of our own that ran out while a backup remains: the provider
+            # already made the caller wait, and a second wait is the backups' time.
+            if not error.retry_same or (not last and error.error_class in WAITED_OUT):
                 return None, move_on(last=last)
             overloaded = error.error_class == "overloaded"
             return backoff_s(policy, retry_number=1, rng=rng, overloaded=overloaded), Step.RETRY

@@ -211,13 +211,24 @@ def test_the_primarys_twenty_seconds_count_from_its_call_not_from_the_request():
     assert elapsed == pytest.approx(20.002)
 
 
-def test_a_first_token_timeout_below_the_line_ends_the_wait_and_the_retry_fits():
+def test_a_first_token_stall_moves_on_to_the_backup_at_once_while_one_remains():
+    """Issue 35, failoverbench S07: a first-token limit below the line used to retry the
+    stalled primary (a second 5 s) before the backup, which answered at 21 s of 30."""
     route = Route(first_token_timeout_s=5)
+    route.script(0, "late_first_token:delay=6", "ok")
+    events, elapsed = route.stream()
+    assert events[0].model == MODELS[1]
+    assert route.decisions() == [(MODELS[0], "fall_back"), (MODELS[1], "served")]
+    assert route.attempts[0].latency_ms == 5_000.0
+    assert elapsed < 5.5, "the backup is asked as soon as the primary's wait runs out"
+
+
+def test_on_the_last_target_a_first_token_stall_is_retried_when_the_retry_fits():
+    route = Route(targets=1, first_token_timeout_s=5)
     route.script(0, "late_first_token:delay=6", "ok")
     events, _ = route.stream()
     assert events[0].model == MODELS[0]
     assert route.decisions() == [(MODELS[0], "retry"), (MODELS[0], "served")]
-    assert route.attempts[0].latency_ms == 5_000.0
 
 
 # --- decisions recorded are the ones taken ------------------------------------------------------

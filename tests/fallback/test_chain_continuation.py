@@ -250,10 +250,29 @@ def test_a_backup_whose_breaker_is_open_is_skipped():
     assert [a.target for a in rig.attempts] == ["gpt/primary", "claude/backup"]
 
 
+def test_a_stall_is_cut_at_the_reserve_line_so_the_continuation_has_its_share():
+    """Issue 35, failoverbench S09: with the default limits (30 s idle in a 30 s budget) the
+    stall was noticed at the deadline and the continuation had nothing left."""
+    rig = Rig("claude/primary", "claude/backup", idle_timeout_s=30, first_token_timeout_s=20)
+    rig.script("primary", "stream_stall:after_events=5")
+    started = rig.clock.now()
+    events = rig.stream()
+    assert_one_stream(events)
+    assert text(events) == ECHO
+    assert rig.rows() == [
+        ("claude/primary", "error", CONTINUE_ELSEWHERE, True),
+        ("claude/backup", "success", "served", True),
+    ]
+    stalled_at = rig.attempts[1].started_at - rig.attempts[0].started_at
+    assert stalled_at.total_seconds() == pytest.approx(20, abs=0.05), "at the reserve line"
+    assert rig.clock.now() - started < 30
+
+
 def test_no_continuation_begins_without_budget_left():
-    """A committed stream is not cut by the budget: this one stalls until the deadline has
-    passed (3 s of silence in a 3 s budget), and no time is left to begin another attempt."""
-    rig = Rig("claude/primary", "claude/backup", budget_s=3, idle_timeout_s=3)
+    """A committed stream is not cut by the budget: with no reserve kept, this one stalls
+    until the deadline (3 s of silence in a 3 s budget), and no time is left for another."""
+    rig = Rig("claude/primary", "claude/backup", budget_s=3, idle_timeout_s=3,
+              backup_reserve_share=0)  # fmt: skip
     rig.script("primary", "stream_stall:after_events=5")
     events = rig.stream()
     assert isinstance(events[-1], StreamError) and events[-1].error_class == "stream_stalled"

@@ -33,6 +33,9 @@ FAST_PARAMS = {
     "truncated_chunked": "fraction=0.02",
 }
 OTHER = {"anthropic": "openai", "openai": "anthropic"}
+# Faults the chain's own limits cut short (no headers, no first token: a wait that ran out),
+# which move on to the backup at once rather than wait again (issue 35, failoverbench S07).
+WAITS_OUT = {"read_timeout", "late_first_token", "slow_drip", "slow_tokens", "stream_stall"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ def expected(fault: Fault) -> Expected:
                         "wait_and_retry" if short_wait else "fall_back")  # fmt: skip
     if fault.name == "timeout_504":
         return Expected(False, False, 1, "fall_back")  # never repeat a long wait
+    if fault.name in WAITS_OUT:
+        return Expected(False, False, 1, "fall_back")  # nor one of the chain's own
     # retry_then_fall_back, ambiguous, and error_in_200 (an embedded overloaded_error)
     return Expected(False, False, 2, "retry")
 
