@@ -409,7 +409,7 @@ def failure_class(fault_kind: object, error_class: object, http_status: object) 
     status = int(http_status) if pd.notna(http_status) else None
     if fault_kind == "drill":
         return "drill"
-    if fault_kind == "request":
+    if fault_kind in ("request", "suspected_request"):
         return "request (4xx)"
     if status in (408, 504) or "timeout" in str(error_class):
         return "timeout"

@@ -27,6 +27,7 @@ STORY_COLUMNS = ["#", "target", "attempt", "what happened", "then", "why"]
 # Whose fault a failure was, by the attempt's fault kind (engine.core.errors).
 FAULTS: Mapping[str, str] = {
     "request": "the request's fault",
+    "suspected_request": "the request's, it seems: the same failure as on the first target",
     "provider": "the provider's fault",
     "account": "the account or key is broken",
     "drill": "a fault drill's invalid key (no call made)",

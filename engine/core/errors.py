@@ -230,16 +230,20 @@ class AllProvidersUnavailable(ChainError):
         *,
         skipped: tuple[tuple[str, str], ...] = (),
         deadline_exceeded: bool = False,
+        suspected_request: bool = False,
     ) -> None:
         parts = [f"{e.error_class}" + (f" ({e.status})" if e.status else "") for e in errors]
         parts += [f"{target} skipped: {why}" for target, why in skipped]
         summary = "; ".join(parts) or "no target was eligible"
         if deadline_exceeded:
             summary += "; time budget exhausted"
+        if suspected_request:  # engine.fallback.poison
+            summary += "; every target failed the same way: the request itself may be at fault"
         super().__init__(f"all providers unavailable: {summary}", attempts)
         self.errors = errors
         self.skipped = skipped
         self.deadline_exceeded = deadline_exceeded
+        self.suspected_request = suspected_request
 
     @property
     def retry_after_s(self) -> float | None:

@@ -46,6 +46,7 @@ from engine.fallback.events import (
     finishing,
 )
 from engine.fallback.order import Arranger
+from engine.fallback.poison import ChargedContent
 from engine.fallback.policy import Policy, too_little
 from engine.fallback.run import AttemptHook, RequestRun
 from engine.fallback.run_stream import attempt_stream
@@ -103,6 +104,7 @@ class Chain:
         self.fall_back_on_quality = fall_back_on_quality
         self.model_from_caller = model_from_caller
         self.scrub = scrub or Scrubber()  # the providers' keys, to keep out of error texts
+        self.charged = ChargedContent(self.policy.breaker_window_s)  # engine.fallback.poison
         self.continue_streams = continue_streams
         self.request_hooks: list[RequestHook] = list(request_hooks)
 
@@ -228,6 +230,7 @@ class Chain:
             contract=self.contract,
             fall_back_on_quality=self.fall_back_on_quality,
             scrub=self.scrub,
+            charged=self.charged,
         )
 
     async def _arranged(self, run: RequestRun) -> tuple[tuple[Target, ...], Gate]:
@@ -386,6 +389,7 @@ class Chain:
             tuple(run.attempts),
             skipped=tuple(run.skipped),
             deadline_exceeded=run.deadline_hit,
+            suspected_request=run.suspected_request,
         )
         at = self.clock.wall()
         event = all_unavailable(self.route, targets[0].name, failure, at, run.request_id)

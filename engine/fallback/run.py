@@ -33,10 +33,18 @@ from engine.core.messages import Request, Response, Usage
 from engine.core.scrub import Scrubber
 from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted
+from engine.fallback.poison import (
+    CONTENT_BLIND,
+    SUSPECTED_REQUEST,
+    ChargedContent,
+    Evidence,
+    FirstCharge,
+    fingerprint,
+)
 from engine.fallback.policy import Budget, Policy
 from engine.fallback.records import AttemptHook, Records, failure_fields
 from engine.providers.transport_faults import classify_exception
-from engine.state.breaker import BreakerStore, Released, Success, event_for
+from engine.state.breaker import BreakerStore, ProviderFailure, Released, Success, event_for
 
 if TYPE_CHECKING:
     from engine.fallback.target import Target
@@ -78,6 +86,11 @@ class RequestRun:
     fall_back_on_quality: bool = False
     # Error texts are scrubbed of keys and quoted request text before anything keeps them.
     scrub: Scrubber = field(default_factory=Scrubber)
+    # The chain's memory of the contents that charged its breakers (engine.fallback.poison).
+    charged: ChargedContent | None = None
+    first_charge: FirstCharge | None = None
+    _content: bytes | None = None
+    _held_charges: list[str] = field(default_factory=list)  # targets that repeated it
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.policy, self.clock.now() + self.policy.budget_s)
@@ -186,6 +199,7 @@ class RequestRun:
         unreadable_events: int = 0,
     ) -> None:
         flight = self._take()
+        await self._charge_held()
         await self.breakers.record(flight.target.name, Success(), self.now())
         self._record(
             flight,
@@ -205,7 +219,50 @@ class RequestRun:
         assert self.current is not None, "no attempt under way"
         self.current = dataclasses.replace(self.current, ended=self.now())
         event = event_for(error) or Released()
+        if isinstance(event, ProviderFailure):
+            match self._evidence(error):
+                case Evidence.SEEN:
+                    event = Released()
+                case Evidence.REPEATED:
+                    self._held_charges.append(self.current.target.name)
+                    event = Released()
+                case Evidence.NEW:
+                    await self._charge_held()
+        elif not isinstance(event, Released):
+            await self._charge_held()
         await self.breakers.record(self.current.target.name, event, self.now())
+
+    def _evidence(self, error: AttemptError) -> Evidence:
+        """What this provider failure says of the target (engine.fallback.poison)."""
+        assert self.current is not None
+        target = self.current.target
+        if (
+            self.charged is None
+            or self.current.breaker_state != "closed"  # a probe's failure is its verdict
+            or error.error_class in CONTENT_BLIND
+        ):
+            return Evidence.NEW
+        if self.first_charge is not None and self.first_charge.repeated_by(target.name, error):
+            error.fault_kind = SUSPECTED_REQUEST
+            return Evidence.REPEATED
+        if self._content is None:
+            self._content = fingerprint(self.request)
+        new = self.charged.charge(target.name, self._content, self.now())
+        if self.first_charge is None:  # charged now, or by the same content before
+            self.first_charge = FirstCharge.of(target.name, error)
+        return Evidence.NEW if new else Evidence.SEEN
+
+    @property
+    def suspected_request(self) -> bool:
+        """Whether targets repeated the request's first failure, and nothing else followed."""
+        return bool(self._held_charges)
+
+    async def _charge_held(self) -> None:
+        """The request met something other than its first failure again (an answer, another
+        failure): the targets that repeated it were at fault after all, and are charged."""
+        held, self._held_charges = self._held_charges, []
+        for name in held:
+            await self.breakers.record(name, ProviderFailure(), self.now())
 
     def failed(
         self,

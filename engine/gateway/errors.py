@@ -271,4 +271,6 @@ def _summary(error: AllProvidersUnavailable, cause: Cause) -> str:
     parts += [f"{target}: skipped, {why}" for target, why in error.skipped]
     if error.deadline_exceeded:
         parts.append("time budget exhausted")
+    if error.suspected_request:  # engine.fallback.poison
+        parts.append("every target failed the same way: the request itself may be at fault")
     return f"{_LEADS[cause]}: " + ("; ".join(parts) or "no target was eligible")

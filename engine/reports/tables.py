@@ -34,6 +34,7 @@ FAULTS = {
     "account": "key or account",
     "rate_limit": "rate limit",
     "request": "the request's (a caller error)",
+    "suspected_request": "suspected the request's (failed the same way on every target)",
     "drill": "drill (an exercise, on purpose)",
 }
 Tables = dict[str, tuple[str, pd.DataFrame]]

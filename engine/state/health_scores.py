@@ -51,7 +51,7 @@ def verdict(attempt: Attempt) -> bool | None:
         return True
     if attempt.outcome != "error":  # cancelled or skipped: the target was not judged
         return None
-    if attempt.decision == "fail_fast" or attempt.fault_kind == "request":
+    if attempt.decision == "fail_fast" or attempt.fault_kind in ("request", "suspected_request"):
         return None  # the request was at fault, whichever target received it
     if attempt.fault_kind == "quality":
         # An answer that broke one route's contract: the target is up (the breaker hears a

@@ -24,6 +24,8 @@ Control endpoints (JSON bodies):
     POST /_fake/latency   {"model": "*", "fixed_ms"? | "median_ms" + "p99_ms"?,
                            "token_interval_ms"?}
     POST /_fake/config    {"default_fault"?, "valid_keys"?, "reply_text"?, "cache_hit_ratio"?}
+    POST /_fake/poison    {"text": "...", "fault": spec}: a body containing the text gets the
+                          fault on every model (a payload the provider fails whoever sends it)
     POST /_fake/reset     forget scripts, schedules, latency, the log and the prompt caches
     GET  /_fake/log       [call, ...] (?model=&dialect=&provider= filter); GET /_fake/health;
     GET  /_fake/faults    the catalogue
@@ -179,17 +181,20 @@ class FakeApp:
         if model is not None:
             body["model"] = model  # the answer and the checks see the bare model name
         try:
-            spec, source = self._choose(request.headers, model_spec, model or "")
+            spec, source = self._choose(request, model_spec, model or "")
         except ValueError as e:
             return body, model, ok, "invalid", _fake_problem(e)
         problem = dialect.check_auth(request.headers, self.valid_keys)
         return body, model, spec, source, problem or dialect.validate(body, request.headers)
 
     def _choose(
-        self, headers: Mapping[str, str], model_spec: str | None, model: str
+        self, request: Incoming, model_spec: str | None, model: str
     ) -> tuple[FaultSpec, str]:
+        headers, poisoned = request.headers, self.controls.poisoned(request.body)
         if headers.get("x-fake-fault"):
             spec, source = parse_spec(headers["x-fake-fault"]), "header"
+        elif poisoned is not None:
+            spec, source = poisoned, "poison"
         elif model_spec:
             spec, source = parse_spec(model_spec), "model"
         else:
@@ -318,6 +323,9 @@ class FakeApp:
             fields = ("fixed_ms", "median_ms", "p99_ms", "token_interval_ms")
             self.controls.latency(model, **{k: payload[k] for k in fields if k in payload})
             return {"model": model, "latency": True}
+        if action == "poison":
+            self.controls.poison(str(payload["text"]), payload["fault"])
+            return {"poison": payload["text"]}
         if action == "config":
             self.configure(**payload)
             return {"configured": sorted(payload)}
@@ -426,6 +434,10 @@ class Controlled:
 
     def configure(self, **config: Any) -> None:
         self._on_app(lambda: self.app.configure(**config))
+
+    def poison(self, text: str, spec: Spec) -> None:
+        """A body containing `text` gets `spec` on every model (see `Controls.poison`)."""
+        self._on_app(lambda: self.app.controls.poison(text, spec))
 
     def calls(
         self, model: str | None = None, *, dialect: str | None = None, provider: str | None = None

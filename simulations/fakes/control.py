@@ -76,8 +76,10 @@ class Controls:
         self._cycle: dict[str, bool] = {}
         self._schedule: dict[str, list[Window | Flap]] = {}
         self._latency: dict[str, Latency] = {}
+        self._poison: dict[bytes, FaultSpec] = {}
 
     def clear(self) -> None:
+        self._poison.clear()
         self._queues.clear()
         self._cycle.clear()
         self._schedule.clear()
@@ -93,6 +95,14 @@ class Controls:
             queue.clear()
         queue.extend(specs)
         self._cycle[model] = cycle
+
+    def poison(self, text: str, spec: Spec) -> None:
+        """Every request whose body contains `text` gets `spec`, on every model, as a real
+        provider fails some payloads (a 500, a dropped connection) whoever sends them."""
+        self._poison[text.encode()] = parse_spec(spec)
+
+    def poisoned(self, body: bytes) -> FaultSpec | None:
+        return next((spec for text, spec in self._poison.items() if text in body), None)
 
     def scripted(self, model: str) -> list[str]:
         return [str(s) for s in self._queues.get(model, ())]

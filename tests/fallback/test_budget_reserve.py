@@ -280,7 +280,8 @@ def test_a_retry_the_breaker_refused_after_the_backoff_is_recorded_as_a_fallback
     route.script(0, "500:delay=0.01", "500:delay=0.02")
 
     async def both() -> list[Response]:
-        return list(await asyncio.gather(route.chain.complete(ASK), route.chain.complete(ASK)))
+        other = Request(messages=(Message.user("and my other parcel?"),))
+        return list(await asyncio.gather(route.chain.complete(ASK), route.chain.complete(other)))
 
     responses = route.clock.run(both())
     assert [r.fallback_depth for r in responses] == [1, 1]

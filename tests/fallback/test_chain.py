@@ -170,8 +170,9 @@ def test_a_request_that_could_not_be_sent_anywhere_is_still_recorded_once():
 
 
 def test_consecutive_provider_faults_open_the_breaker_and_the_next_request_skips_the_target():
+    # Overloads: each is evidence, even on a retry of the same content (engine.fallback.poison)
     rig = Rig(targets=1, breaker_failures=3, primary_retries=2)
-    rig.script(PRIMARY, "500", "502", "529")
+    rig.script(PRIMARY, "529", "529", "529")
     rig.fails()
     assert rig.breaker(PRIMARY).status == "open"
     error = rig.fails()
@@ -182,7 +183,7 @@ def test_consecutive_provider_faults_open_the_breaker_and_the_next_request_skips
 
 def test_an_open_primary_is_skipped_and_the_backup_serves_at_depth_one():
     rig = Rig(breaker_failures=2)
-    rig.script(PRIMARY, "500", "500")
+    rig.script(PRIMARY, "529", "529")
     rig.complete()
     rig.attempts.clear()
     response = rig.complete()
@@ -194,7 +195,7 @@ def test_an_open_primary_is_skipped_and_the_backup_serves_at_depth_one():
 
 def test_after_the_cooldown_exactly_one_probe_goes_through():
     rig = Rig(breaker_failures=2, breaker_cooldown_s=30)
-    rig.script(PRIMARY, "500", "500")
+    rig.script(PRIMARY, "529", "529")
     rig.complete()
     rig.clock.advance(30)
     rig.fake.latency(model(PRIMARY), fixed_ms=1000)

@@ -42,3 +42,34 @@ def test_resent_requests_with_a_malformed_tool_schema_leave_every_breaker_closed
         reply = client.chat.completions.create(model="support", messages=user(f"hello {i}"))
         assert reply.choices[0].message.content
     assert paid_calls(fake, "second") == paid_calls(fake, "third") == 0
+
+
+def test_payloads_every_provider_fails_resent_by_the_sdk_open_no_breaker(
+    gateway: GatewayFactory, fake: FakeProviders
+):
+    """Real providers fail some payloads with a 500 whoever sends them: resent as the SDK
+    resends a 5xx, they charge the primary once each, and no backup at all."""
+    gw = gateway({"support": ["gpt/primary", "claude/second", "gpt/third"]})
+    fake.poison("<<poison>>", "500")
+    for i in range(4):
+        for retry in range(3):
+            answer = httpx.post(
+                gw.url + "/v1/chat/completions",
+                json={"model": "support", "messages": user(f"order {i} <<poison>>")},
+                headers={"x-stainless-retry-count": str(retry)},
+            )
+            assert answer.status_code >= 500, answer.text
+            assert "the request itself may be at fault" in answer.json()["error"]["message"]
+    breakers = httpx.get(gw.url + "/v1/status").json()["breakers"]
+    assert {name: b["status"] for name, b in breakers.items()} == dict.fromkeys(
+        ("gpt/primary", "claude/second", "gpt/third"), "closed"
+    )
+    assert breakers["gpt/primary"]["consecutive_failures"] == 4, "one per payload"
+    assert breakers["claude/second"]["consecutive_failures"] == 0
+    assert breakers["gpt/third"]["consecutive_failures"] == 0
+
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0)
+    for i in range(20):
+        reply = client.chat.completions.create(model="support", messages=user(f"hello {i}"))
+        assert reply.choices[0].message.content
+    assert paid_calls(fake, "second") == paid_calls(fake, "third") == 4 * 3

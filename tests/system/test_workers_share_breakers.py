@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -30,7 +31,9 @@ WORKERS = 4
 FAILURES = 3
 COOLDOWN_S = 2.0
 PRIMARY, BACKUP = "gpt/primary", "gpt/backup"
-ASK = {"model": "support", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
+# Each request a question of its own, as users send: one content is one piece of evidence
+# against a breaker however often it is sent (engine.fallback.poison).
+QUESTIONS = (f"hi, question {n}" for n in itertools.count())
 # A new connection per request, so that the kernel hands requests to different workers.
 CLOSE = {"connection": "close"}
 
@@ -146,7 +149,9 @@ async def test_four_workers_open_probe_and_close_one_shared_breaker(
 
 async def _ask(client: httpx.AsyncClient) -> str:
     """Which target answered one request (the fake names the model it played)."""
-    answer = await client.post("/v1/chat/completions", json=ASK, headers=CLOSE)
+    ask = {"model": "support", "max_tokens": 16,
+           "messages": [{"role": "user", "content": next(QUESTIONS)}]}  # fmt: skip
+    answer = await client.post("/v1/chat/completions", json=ask, headers=CLOSE)
     assert answer.status_code == 200, answer.text
     return f"gpt/{answer.json()['model']}"
 
