@@ -16,6 +16,8 @@ def parse_policy(table: Any, base: Policy, where: str, fail: Fail) -> Policy:
     table = table_of(table, where, fail)
     no_unknown(table, sorted(POLICY_KEYS), where, fail)
     for key, value in table.items():
+        if key == "first_token_timeout_s" and value == "learned":
+            raise fail(f"{where}.{key}", '"learned" is set per route, on [routes.NAME]')
         expected = type(getattr(base, key))
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if expected is int:

@@ -29,6 +29,7 @@ _ROUTE_OPTION_KEYS = (
     "on_stream_failure",
 )  # fmt: skip
 QUALITY_MODES = ("record", "fall_back")
+LEARNED = "learned"  # first_token_timeout_s = "learned" (engine.fallback.learned_limits)
 # A committed stream that fails: the caller's in-band error, or a continuation elsewhere.
 STREAM_FAILURE_MODES = ("error", "continue")
 
@@ -59,6 +60,9 @@ class RouteOptions:
     contract: OutputContract | None = None  # the JSON Schema answers must meet
     on_quality_error: str = "record"  # or "fall_back": retry once, then the next target
     on_stream_failure: str = "error"  # or "continue": finish it on a later target
+    # first_token_timeout_s = "learned": per target, from its recorded first tokens, below the
+    # static limit (engine.fallback.learned_limits)
+    learned_first_token: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,10 @@ def _route(name: str, table: Any, context: _RouteContext) -> RouteConfig:
             raise fail(f"{where}.targets[{i}]", f"{target.name!r} is listed twice")
         targets.append(target)
     overrides = {k: v for k, v in table.items() if k in POLICY_KEYS}
-    options = _route_options(table, where, context)
+    learned = overrides.get("first_token_timeout_s") == LEARNED
+    if learned:  # the static limit stays the [policy] one: the ceiling of what is learned
+        del overrides["first_token_timeout_s"]
+    options = _route_options(table, where, context, learned_first_token=learned)
     return RouteConfig(
         name, tuple(targets), parse_policy(overrides, context.defaults, where, fail), options
     )
@@ -157,7 +164,9 @@ def _target(key: str, raw: Any, context: _RouteContext) -> TargetConfig:
     return TargetConfig(target.provider, target.model, prompt, window)
 
 
-def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext) -> RouteOptions:
+def _route_options(
+    table: Mapping[str, Any], where: str, context: _RouteContext, *, learned_first_token: bool
+) -> RouteOptions:
     fail = context.fail
     flags = {}
     for key in ("adaptive_order", "own_keys_first", "pii_restore"):
@@ -183,7 +192,13 @@ def _route_options(table: Mapping[str, Any], where: str, context: _RouteContext)
         else contract_of(schema, f"{where}.output_schema", context.base_dir, fail)
     )
     return RouteOptions(
-        flags["adaptive_order"], flags["own_keys_first"], pii, contract, mode, stream_mode
+        flags["adaptive_order"],
+        flags["own_keys_first"],
+        pii,
+        contract,
+        mode,
+        stream_mode,
+        learned_first_token,
     )
 
 

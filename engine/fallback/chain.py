@@ -45,6 +45,7 @@ from engine.fallback.events import (
     credential_failure,
     finishing,
 )
+from engine.fallback.learned_limits import LearnedLimits
 from engine.fallback.order import Arranger
 from engine.fallback.poison import ChargedContent
 from engine.fallback.policy import Policy, too_little
@@ -77,6 +78,7 @@ class Chain:
         scrub: Scrubber | None = None,
         continue_streams: bool = False,
         request_hooks: Sequence[RequestHook] = (),
+        first_token_limits: LearnedLimits | None = None,
     ) -> None:
         """`order`: arranges the targets per request (adaptive order, operator switches);
         None keeps them as given. `pii`: mask personal data before any target sees it.
@@ -87,6 +89,9 @@ class Chain:
         caller's mistake (fail fast), not a broken account to alert on. `continue_streams`: a
         stream that fails after its first content is finished by a later target that can
         continue it (`on_stream_failure = "continue"`, engine.fallback.continuation).
+        `first_token_limits`: the first-token limits learned per target, lower than the
+        policy's where a target's history shows it answers sooner
+        (`first_token_timeout_s = "learned"`, engine.fallback.learned_limits).
         `request_hooks`: told how each request ended (engine.fallback.events.RequestDone)."""
         if not targets:
             raise ValueError(f"route {route!r} needs at least one target")
@@ -105,6 +110,7 @@ class Chain:
         self.model_from_caller = model_from_caller
         self.scrub = scrub or Scrubber()  # the providers' keys, to keep out of error texts
         self.charged = ChargedContent(self.policy.breaker_window_s)  # engine.fallback.poison
+        self.first_token_limits = first_token_limits
         self.continue_streams = continue_streams
         self.request_hooks: list[RequestHook] = list(request_hooks)
 
@@ -231,6 +237,7 @@ class Chain:
             fall_back_on_quality=self.fall_back_on_quality,
             scrub=self.scrub,
             charged=self.charged,
+            first_token_limits=self.first_token_limits,
         )
 
     async def _arranged(self, run: RequestRun) -> tuple[tuple[Target, ...], Gate]:

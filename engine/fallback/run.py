@@ -33,6 +33,7 @@ from engine.core.messages import Request, Response, Usage
 from engine.core.scrub import Scrubber
 from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted
+from engine.fallback.learned_limits import LearnedLimits
 from engine.fallback.poison import (
     CONTENT_BLIND,
     SUSPECTED_REQUEST,
@@ -91,6 +92,8 @@ class RequestRun:
     first_charge: FirstCharge | None = None
     _content: bytes | None = None
     _held_charges: list[str] = field(default_factory=list)  # targets that repeated it
+    # The route's learned first-token limits (engine.fallback.learned_limits), if it learns.
+    first_token_limits: LearnedLimits | None = None
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.policy, self.clock.now() + self.policy.budget_s)
@@ -125,6 +128,14 @@ class RequestRun:
         if admitted.drill is not None:
             raise admitted.drill
         return self.current
+
+    def first_token_s(self, target: Target) -> float:
+        """How long a stream on `target` may wait for its first content (before the attempt's
+        end caps it): the route's limit, or what the target's history taught, when lower."""
+        static = self.policy.first_token_timeout_s
+        if self.first_token_limits is None:
+            return static
+        return self.first_token_limits.first_token_s(target.name, static)
 
     def usable(self, backups_left: bool) -> float:
         """What the attempt under way may still spend: until its end (`Budget.attempt_end`)."""

@@ -236,7 +236,7 @@ class _Reading:
         if committed:
             limit = self._idle_limit()
         else:
-            limit = min(run.policy.first_token_timeout_s, run.usable(self.backups_left))
+            limit = min(run.first_token_s(self.target), run.usable(self.backups_left))
         try:
             async with run.clock.timeout(limit):
                 return await anext(events)

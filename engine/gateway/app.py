@@ -60,6 +60,7 @@ from engine.gateway.httputil import (
     route_headers,
     unless_disconnected,
 )
+from engine.gateway.learned_refresh import learning
 from engine.gateway.observability import (
     CONTENT_TYPE,
     Metrics,
@@ -103,7 +104,8 @@ def create_app(
         pricer = sw.recorder.pricer if sw.recorder is not None else None
         if isinstance(pricer, Pricer):  # before the recorder's first flush, not during it
             await asyncio.to_thread(pricer.warm)
-        yield
+        async with learning(sw):
+            yield
         if owns:
             await sw.aclose()
 

@@ -40,6 +40,7 @@ from engine.core.pricing import Pricer
 from engine.core.scrub import Scrubber
 from engine.fallback.chain import Chain, EventHook
 from engine.fallback.events import RequestHook
+from engine.fallback.learned_limits import LearnedLimits
 from engine.fallback.order import TargetOrder
 from engine.fallback.policy import Policy
 from engine.fallback.run import AttemptHook
@@ -278,6 +279,9 @@ class ChainParts:
     switches: Switches | None = None  # operator switches and drills, where they are kept
     rng: random.Random | None = None  # retries' jitter (seeded by the simulator)
     request_hooks: list[RequestHook] = field(default_factory=list)  # each finished request
+    # First-token limits learned per target, for routes that learn them (refreshed by the
+    # gateway from the published target latency).
+    first_token_limits: LearnedLimits | None = None
 
 
 def build_target(parts: ChainParts, target: TargetConfig) -> Target:
@@ -314,6 +318,7 @@ def route_options(parts: ChainParts, route: RouteConfig) -> dict[str, Any]:
         "contract": options.contract,
         "fall_back_on_quality": options.on_quality_error == "fall_back",
         "continue_streams": options.on_stream_failure == "continue",
+        "first_token_limits": parts.first_token_limits if options.learned_first_token else None,
     }
 
 

@@ -30,6 +30,7 @@ from engine.core.messages import Message, Request, Response, StreamEvent
 from engine.core.paths import DataPaths
 from engine.fallback.chain import Chain, EventHook
 from engine.fallback.events import RequestHook
+from engine.fallback.learned_limits import LearnedLimits
 from engine.fallback.run import AttemptHook
 from engine.providers.base import Provider
 from engine.runtime.build import (
@@ -93,6 +94,13 @@ class Switchover:
         self.switches = build_switches(config, record_to, self.clock)
         # What a drill's pre-flight asks about a route's other targets (engine.runtime.drills).
         self.health = TargetHealth(self.breakers, self.switches, self.clock)
+        # Filled by whoever reads the published target latency (the gateway); until then, and
+        # for a target without enough history, a learning route keeps its static limit.
+        self.first_token_limits = (
+            LearnedLimits()
+            if any(r.options.learned_first_token for r in config.routes.values())
+            else None
+        )
         self.hooks: list[AttemptHook] = [*hooks, *self._observers()]
         self.event_hooks: list[EventHook] = list(event_hooks)
         if self.switches is not None:  # a drill ends at the first request it made fail
@@ -109,6 +117,7 @@ class Switchover:
             switches=self.switches,
             rng=rng,
             request_hooks=self._request_observers(request_hooks, environ),
+            first_token_limits=self.first_token_limits,
         )
         self._chains: dict[str, Chain] = {
             name: build_chain(self._parts, route) for name, route in config.routes.items()
