@@ -25,6 +25,9 @@ from dashboard.metrics import Span
 from engine.config.slo import target_text
 from engine.core.formats import format_latency
 from engine.core.money import format_change, format_usd
+from engine.fallback.learned_limits import FLOOR_S, MIN_STREAMS, MULTIPLE
+from engine.published.learned_timeouts import WINDOW as LEARNING_WINDOW
+from engine.published.learned_timeouts import learn
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
 ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day
@@ -235,6 +238,33 @@ def _burns(s: Any) -> str:
     return " · ".join(said)
 
 
+def _learned_limits(v: data.View, as_of: datetime) -> None:
+    """For each route that learns its first-token limit: each target's limit now and the
+    evidence behind it, as the gateway reads it (engine.published.learned_timeouts)."""
+    config = data.configuration()
+    routes = [r for r in config.routes.values() if r.options.learned_first_token] if config else []
+    if not routes:
+        return
+    since = as_of - LEARNING_WINDOW
+    learned = learn(data.query("target_latency", since=since), since)
+    hours = LEARNING_WINDOW.total_seconds() / 3600
+    st.markdown(f"**First-token limits learned** · from the last {hours:g} h of streamed "
+                f"answers ({MULTIPLE:g} × p99, at least {FLOOR_S:g} s, at most the route's "
+                "limit)", help=define("learned first-token limit"))  # fmt: skip
+    for route in routes:
+        static = route.policy.first_token_timeout_s
+        lines = []
+        for target in route.targets:
+            got = learned.get(target.name)
+            if got is None:
+                lines.append(f"{target.name}: {static:g} s, the route's (fewer than "
+                             f"{MIN_STREAMS} streams to learn from)")  # fmt: skip
+            else:
+                lines.append(f"{target.name}: **{got.capped(static):.1f} s** (p99 "
+                             f"{got.ttft_p99_s:.2f} s over {got.streams:,} streams)")  # fmt: skip
+        st.markdown(f"**{route.name}**  \n" + "  \n".join(lines))
+
+
 def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.DataFrame) -> None:
     counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
     t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, markers)
@@ -334,6 +364,7 @@ def live() -> None:
     _headline(v, recent, window, minutes, rollups)
     _health(v, as_of, recent, minutes, rollups, drills, told)
     _error_budgets(v, data.query("slo_status"))
+    _learned_limits(v, as_of)
     _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, as_of))
     _recent_failures(v, window)
 
