@@ -18,7 +18,7 @@ from engine.published.publish import publish
 
 from .conftest import CLAUDE, GPT, MINUTES
 
-CONFIG = """
+CONFIG = f"""
 [providers.claude]
 kind = "anthropic"
 api_key_env = "NO_KEY"
@@ -28,9 +28,9 @@ api_key_env = "NO_KEY"
 [policy]
 first_token_timeout_s = 15
 [routes.support]
-targets = ["%s", "%s"]
+targets = ["{CLAUDE}", "{GPT}"]
 first_token_timeout_s = "learned"
-""" % (CLAUDE, GPT)
+"""
 
 
 def test_live_names_each_targets_learned_limit_and_its_evidence(dataset, tmp_path, monkeypatch):
