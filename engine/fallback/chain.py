@@ -34,7 +34,7 @@ from engine.core.messages import Request, Response, StreamEvent
 from engine.core.scrub import Scrubber
 from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted, Gate
-from engine.fallback.context_windows import too_narrow, window_of
+from engine.fallback.context_windows import raised_bar, too_narrow
 from engine.fallback.continuation import continued_stream
 from engine.fallback.events import (
     ChainEvent,
@@ -83,16 +83,12 @@ class Chain:
         """`order`: arranges the targets per request (adaptive order, operator switches);
         None keeps them as given. `pii`: mask personal data before any target sees it.
         `contract`: the JSON Schema answers must meet; an answer that breaks it (or a tool's
-        schema) is recorded as a quality error, and with `fall_back_on_quality` retried once
-        and then passed to the next target. `model_from_caller`: the caller named this model,
-        the configuration did not (a direct target), so a provider's "no such model" is the
-        caller's mistake (fail fast), not a broken account to alert on. `continue_streams`: a
-        stream that fails after its first content is finished by a later target that can
-        continue it (`on_stream_failure = "continue"`, engine.fallback.continuation).
-        `first_token_limits`: the first-token limits learned per target, lower than the
-        policy's where a target's history shows it answers sooner
-        (`first_token_timeout_s = "learned"`, engine.fallback.learned_limits).
-        `request_hooks`: told how each request ended (engine.fallback.events.RequestDone)."""
+        schema) is a quality error, with `fall_back_on_quality` retried once, then passed on.
+        `model_from_caller`: the caller named this model (a direct target), so a provider's
+        "no such model" is the caller's mistake (fail fast), not a broken account. Streams that
+        fail after their first content are finished elsewhere with `continue_streams`
+        (engine.fallback.continuation); `first_token_limits` are learned per target
+        (engine.fallback.learned_limits); `request_hooks` hear how each request ended."""
         if not targets:
             raise ValueError(f"route {route!r} needs at least one target")
         self.route = route
@@ -125,8 +121,7 @@ class Chain:
         """Answer `request`, or raise RequestFailed / AllProvidersUnavailable. `budget_s` can
         only shorten the route's budget (a caller that will give up sooner, say), and
         `primary_retries` only lower the policy's (a job queue that retries the job itself)."""
-        # Closed here, not left to the event loop's async-generator finalizer, which wakes
-        # the loop through its self-pipe once per request.
+        # Closed here, not by the loop's async-generator finalizer (a self-pipe wake each).
         async with aclosing(
             self._run(
                 request.replace(stream=False),
@@ -206,10 +201,7 @@ class Chain:
                             run, gate, caught, target, later, retries_left=left
                         )
                         if step is Step.FALL_BACK_LARGER_CONTEXT:
-                            # the largest known window it overflowed raises the bar
-                            known = window_of(target)
-                            if known is not None:
-                                overflowed = max(known, overflowed or 0)
+                            overflowed = raised_bar(overflowed, target)
                         if retry is None:
                             break
                         admitted = retry

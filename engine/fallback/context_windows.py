@@ -35,6 +35,13 @@ def window_of(target: Target) -> int | None:
     return _catalogue_window(target.price_provider or target.provider.kind, target.model)
 
 
+def raised_bar(overflowed: int | None, target: Target) -> int | None:
+    """The window a request must exceed after overflowing `target` too: the largest known
+    window it overflowed (a target whose window nobody states raises nothing)."""
+    known = window_of(target)
+    return overflowed if known is None else max(known, overflowed or 0)
+
+
 def larger_window_ahead(failed: Target, later: Sequence[Target]) -> bool:
     """Whether a target after `failed`, which overflowed, may take the request: its window
     larger, or unknown (and any, when `failed`'s own is unknown)."""

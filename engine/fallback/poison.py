@@ -29,7 +29,7 @@ import dataclasses
 import hashlib
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "ChargedContent",
     "Evidence",
     "FirstCharge",
+    "RequestEvidence",
     "fingerprint",
 ]
 
@@ -123,3 +124,36 @@ class ChargedContent:
         while len(self._at) > self.capacity:
             self._at.popitem(last=False)
         return True
+
+
+@dataclass
+class RequestEvidence:
+    """What one request's provider failures charged: its first (where, how), and the later
+    targets that repeated it, whose charge is held (`release_held` when anything else
+    follows)."""
+
+    charged: ChargedContent
+    request: Request
+    first: FirstCharge | None = None
+    held: list[str] = field(default_factory=list)
+    _content: bytes | None = None
+
+    def judge(self, target: str, error: AttemptError, now: float) -> Evidence:
+        """Whether `error` on `target` charges its breaker (the failure's fault_kind is set to
+        SUSPECTED_REQUEST when it repeats the request's first)."""
+        if error.error_class in CONTENT_BLIND:
+            return Evidence.NEW
+        if self.first is not None and self.first.repeated_by(target, error):
+            error.fault_kind = SUSPECTED_REQUEST
+            self.held.append(target)
+            return Evidence.REPEATED
+        if self._content is None:
+            self._content = fingerprint(self.request)
+        new = self.charged.charge(target, self._content, now)
+        if self.first is None:  # charged now, or by the same content before
+            self.first = FirstCharge.of(target, error)
+        return Evidence.NEW if new else Evidence.SEEN
+
+    def release_held(self) -> list[str]:
+        held, self.held = self.held, []
+        return held

@@ -34,14 +34,7 @@ from engine.core.scrub import Scrubber
 from engine.core.skips import SkipReason
 from engine.fallback.admission import Admitted
 from engine.fallback.learned_limits import LearnedLimits
-from engine.fallback.poison import (
-    CONTENT_BLIND,
-    SUSPECTED_REQUEST,
-    ChargedContent,
-    Evidence,
-    FirstCharge,
-    fingerprint,
-)
+from engine.fallback.poison import ChargedContent, Evidence, RequestEvidence
 from engine.fallback.policy import Budget, Policy
 from engine.fallback.records import AttemptHook, Records, failure_fields
 from engine.providers.transport_faults import classify_exception
@@ -89,15 +82,15 @@ class RequestRun:
     scrub: Scrubber = field(default_factory=Scrubber)
     # The chain's memory of the contents that charged its breakers (engine.fallback.poison).
     charged: ChargedContent | None = None
-    first_charge: FirstCharge | None = None
-    _content: bytes | None = None
-    _held_charges: list[str] = field(default_factory=list)  # targets that repeated it
     # The route's learned first-token limits (engine.fallback.learned_limits), if it learns.
     first_token_limits: LearnedLimits | None = None
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.policy, self.clock.now() + self.policy.budget_s)
         self.records = Records(self.hooks, self.attempts, self.skipped)
+        self.evidence = (
+            None if self.charged is None else RequestEvidence(self.charged, self.request)
+        )
 
     def now(self) -> float:
         return self.clock.now()
@@ -132,10 +125,8 @@ class RequestRun:
     def first_token_s(self, target: Target) -> float:
         """How long a stream on `target` may wait for its first content (before the attempt's
         end caps it): the route's limit, or what the target's history taught, when lower."""
-        static = self.policy.first_token_timeout_s
-        if self.first_token_limits is None:
-            return static
-        return self.first_token_limits.first_token_s(target.name, static)
+        static, limits = self.policy.first_token_timeout_s, self.first_token_limits
+        return static if limits is None else limits.first_token_s(target.name, static)
 
     def usable(self, backups_left: bool) -> float:
         """What the attempt under way may still spend: until its end (`Budget.attempt_end`)."""
@@ -226,53 +217,32 @@ class RequestRun:
 
     async def report(self, error: AttemptError) -> None:
         """Tell the breaker how the attempt under way failed. The chain does so before it
-        decides what follows: a failure that opened the breaker leaves nothing to retry."""
+        decides what follows: a failure that opened the breaker leaves nothing to retry. A
+        provider failure that says nothing new of the target (engine.fallback.poison) releases
+        it instead; a probe's failure is its verdict, whatever the content."""
         assert self.current is not None, "no attempt under way"
-        self.current = dataclasses.replace(self.current, ended=self.now())
+        self.current = flight = dataclasses.replace(self.current, ended=self.now())
         event = event_for(error) or Released()
-        if isinstance(event, ProviderFailure):
-            match self._evidence(error):
-                case Evidence.SEEN:
-                    event = Released()
-                case Evidence.REPEATED:
-                    self._held_charges.append(self.current.target.name)
-                    event = Released()
-                case Evidence.NEW:
-                    await self._charge_held()
+        judged = self.evidence is not None and flight.breaker_state == "closed"
+        if isinstance(event, ProviderFailure) and judged:
+            assert self.evidence is not None
+            if self.evidence.judge(flight.target.name, error, self.now()) is not Evidence.NEW:
+                event = Released()
+            else:
+                await self._charge_held()
         elif not isinstance(event, Released):
             await self._charge_held()
-        await self.breakers.record(self.current.target.name, event, self.now())
-
-    def _evidence(self, error: AttemptError) -> Evidence:
-        """What this provider failure says of the target (engine.fallback.poison)."""
-        assert self.current is not None
-        target = self.current.target
-        if (
-            self.charged is None
-            or self.current.breaker_state != "closed"  # a probe's failure is its verdict
-            or error.error_class in CONTENT_BLIND
-        ):
-            return Evidence.NEW
-        if self.first_charge is not None and self.first_charge.repeated_by(target.name, error):
-            error.fault_kind = SUSPECTED_REQUEST
-            return Evidence.REPEATED
-        if self._content is None:
-            self._content = fingerprint(self.request)
-        new = self.charged.charge(target.name, self._content, self.now())
-        if self.first_charge is None:  # charged now, or by the same content before
-            self.first_charge = FirstCharge.of(target.name, error)
-        return Evidence.NEW if new else Evidence.SEEN
+        await self.breakers.record(flight.target.name, event, self.now())
 
     @property
     def suspected_request(self) -> bool:
         """Whether targets repeated the request's first failure, and nothing else followed."""
-        return bool(self._held_charges)
+        return self.evidence is not None and bool(self.evidence.held)
 
     async def _charge_held(self) -> None:
         """The request met something other than its first failure again (an answer, another
         failure): the targets that repeated it were at fault after all, and are charged."""
-        held, self._held_charges = self._held_charges, []
-        for name in held:
+        for name in self.evidence.release_held() if self.evidence is not None else ():
             await self.breakers.record(name, ProviderFailure(), self.now())
 
     def failed(

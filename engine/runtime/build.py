@@ -260,6 +260,15 @@ def build_switches(config: Config, record_to: DataPaths | None, clock: Clock) ->
     return None
 
 
+def build_first_token_limits(config: Config) -> LearnedLimits | None:
+    """The learned first-token limits, when a route learns them: filled by whoever reads the
+    published target latency (the gateway); until then, and for a target without enough
+    history, a learning route keeps its static limit."""
+    if any(r.options.learned_first_token for r in config.routes.values()):
+        return LearnedLimits()
+    return None
+
+
 # --- chains ------------------------------------------------------------------------------------
 
 

@@ -30,13 +30,13 @@ from engine.core.messages import Message, Request, Response, StreamEvent
 from engine.core.paths import DataPaths
 from engine.fallback.chain import Chain, EventHook
 from engine.fallback.events import RequestHook
-from engine.fallback.learned_limits import LearnedLimits
 from engine.fallback.run import AttemptHook
 from engine.providers.base import Provider
 from engine.runtime.build import (
     ChainParts,
     build_breakers,
     build_chain,
+    build_first_token_limits,
     build_health_scores,
     build_otel,
     build_providers,
@@ -71,11 +71,9 @@ class Switchover:
         rng: random.Random | None = None,
         request_hooks: Iterable[RequestHook] = (),
     ) -> None:
-        """`record_to`: spool every attempt (priced) under that data folder, for the
-        scheduler to ingest (into PostgreSQL instead when `[state] postgres_url` is set); None
-        records nothing beyond the hooks given. `providers`: one per provider of the config,
-        instead of the HTTP adapters (the what-if simulator's); `rng`: the retries' jitter
-        (seeded by the simulator, so every run waits alike)."""
+        """`record_to`: spool every attempt (priced) there for the scheduler (to PostgreSQL
+        with `[state] postgres_url`); None: only the hooks hear of them. `providers`: instead
+        of the HTTP adapters, and `rng`, the retries' jitter: the what-if simulator's."""
         self.config = config
         self.paths = record_to  # the data folder, when this instance records
         # Every provider key this instance reads, to keep out of anything stored or sent.
@@ -94,13 +92,7 @@ class Switchover:
         self.switches = build_switches(config, record_to, self.clock)
         # What a drill's pre-flight asks about a route's other targets (engine.runtime.drills).
         self.health = TargetHealth(self.breakers, self.switches, self.clock)
-        # Filled by whoever reads the published target latency (the gateway); until then, and
-        # for a target without enough history, a learning route keeps its static limit.
-        self.first_token_limits = (
-            LearnedLimits()
-            if any(r.options.learned_first_token for r in config.routes.values())
-            else None
-        )
+        self.first_token_limits = build_first_token_limits(config)
         self.hooks: list[AttemptHook] = [*hooks, *self._observers()]
         self.event_hooks: list[EventHook] = list(event_hooks)
         if self.switches is not None:  # a drill ends at the first request it made fail
