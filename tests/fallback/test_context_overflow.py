@@ -20,7 +20,7 @@ from engine.fallback.context_windows import window_of
 from engine.fallback.target import Target
 from engine.providers.openai import OpenAIProvider
 from engine.runtime.switchover import Switchover
-from engine.state.breaker import BreakerState
+from engine.state.breaker import AccountFailure, BreakerState
 from simulations.fakes import FakeTransport
 
 ASK = Request(messages=(Message.user("summarise this very long contract"),))
@@ -141,6 +141,20 @@ def test_the_skips_say_why_when_the_larger_target_fails_too():
     reason = "context window 128,000 tokens, the request overflowed 128,000"
     assert failed.value.skipped == (("gpt/gpt-4o-mini", reason),)
     assert [d for _, d in route.decisions()] == ["fall_back_larger_context", "give_up"]
+
+
+def test_a_larger_target_whose_breaker_is_open_leaves_the_overflow_as_the_last_record():
+    """Found by tests/fallback/test_chain_budget.py's property: the fallback is the last
+    decision when the target it heads for is passed over, and the failure names both."""
+    route = Route("gpt-4o", "gpt-4.1-mini")
+    now = route.clock.now()
+    route.clock.run(route.chain.breakers.record("gpt/gpt-4.1-mini", AccountFailure(), now))
+    route.fake.script("gpt-4o", [OVERFLOW])
+    with pytest.raises(AllProvidersUnavailable) as failed:
+        route.complete()
+    assert route.decisions() == [("gpt-4o", "fall_back_larger_context")]
+    assert failed.value.skipped == (("gpt/gpt-4.1-mini", "breaker open"),)
+    assert "context_overflow (400)" in str(failed.value)
 
 
 def test_a_second_overflow_raises_the_bar():

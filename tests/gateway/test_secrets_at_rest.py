@@ -103,3 +103,31 @@ def test_metrics_refuse_a_caller_without_a_key_when_keys_are_set(
 def test_metrics_answer_anyone_on_a_gateway_without_keys(gateway: GatewayFactory):
     gw = gateway({"support": ["claude/primary"]})
     assert httpx.get(gw.url + "/metrics").status_code == 200
+
+
+SHORT_PROMPT = "cancel CANARY-25 by noon"  # 24 characters: the shortest quote that is cut
+ALIGNMENTS = range(0, 13)  # the quote's place in the message, over a whole 12-character step
+
+
+@pytest.mark.parametrize("prompt", [SHORT_PROMPT, SHORT_PROMPT + "!"], ids=["24", "25"])
+def test_a_short_prompt_quoted_at_any_alignment_is_stored_and_logged_nowhere(
+    gateway: GatewayFactory, fake: FakeProviders, tmp_path: Path, caplog, prompt: str
+):
+    """Issue 35: `cut_quotes` stepped 12 characters over 24-character windows, so a quote of
+    24-35 characters survived at most alignments."""
+    caplog.set_level(logging.DEBUG)
+    paths = DataPaths(tmp_path / "data")
+    gw = gateway({"refund": ["claude/refunder"]}, keys=[GATEWAY_KEY], record_to=paths)
+    fake.script("refunder", [
+        {"fault": "invalid_request", "message": f"Invalid{'.' * pad} value: '{prompt}'"}
+        for pad in ALIGNMENTS
+    ])  # fmt: skip
+    for _ in ALIGNMENTS:
+        refused = httpx.post(gw.openai_url + "/chat/completions", headers=AUTH,
+                             json={"model": "refund", "messages": user(prompt)})  # fmt: skip
+        assert refused.status_code == 400 and "CANARY-25" not in refused.text
+    gw.stop_and_ingest(paths)
+    stored = everything_at_rest(paths.root)
+    logged = "\n".join(record.getMessage() for record in caplog.records) + caplog.text
+    assert stored.count("[…]") >= len(ALIGNMENTS), "every message kept, its quote cut"
+    assert "CANARY-25" not in stored and "CANARY-25" not in logged
