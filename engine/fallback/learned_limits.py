@@ -60,6 +60,3 @@ class LearnedLimits:
         """The first-token limit for `target`: learned, or `static_s` without evidence."""
         learned = self._limits.get(target)
         return static_s if learned is None else learned.capped(static_s)
-
-    def __len__(self) -> int:
-        return len(self._limits)

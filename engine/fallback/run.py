@@ -223,10 +223,9 @@ class RequestRun:
         assert self.current is not None, "no attempt under way"
         self.current = flight = dataclasses.replace(self.current, ended=self.now())
         event = event_for(error) or Released()
-        judged = self.evidence is not None and flight.breaker_state == "closed"
-        if isinstance(event, ProviderFailure) and judged:
-            assert self.evidence is not None
-            if self.evidence.judge(flight.target.name, error, self.now()) is not Evidence.NEW:
+        evidence = self.evidence if flight.breaker_state == "closed" else None
+        if isinstance(event, ProviderFailure) and evidence is not None:
+            if evidence.judge(flight.target.name, error, self.now()) is not Evidence.NEW:
                 event = Released()
             else:
                 await self._charge_held()
