@@ -197,10 +197,11 @@ def _tail(path: Path) -> str:
 
 
 async def test_every_scrape_of_four_workers_says_the_breakers_are_shared(
-    gateway: httpx.AsyncClient,
+    gateway: httpx.AsyncClient, tmp_path: Path
 ):
     """Issue 35: the gauge is the least over the live workers, and a worker that had served
     nothing yet still held the gauge's initial 0, so most scrapes read 0 with the store up."""
     for _ in range(12):  # a new connection each: the scrapes land on different workers
-        metrics = (await gateway.get("/metrics", headers=CLOSE)).text
-        assert "switchover_breaker_store_shared 1.0" in metrics
+        scrape = await gateway.get("/metrics", headers=CLOSE)
+        assert scrape.status_code == 200, _tail(tmp_path / "gateway.log")
+        assert "switchover_breaker_store_shared 1.0" in scrape.text
