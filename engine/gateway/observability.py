@@ -46,7 +46,6 @@ are not here (the process is gone): its status file tells the scheduler.
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import time
@@ -63,9 +62,9 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.core.attempt import Attempt
+from engine.gateway.worker_metrics import render_workers
 from engine.runtime.switchover import Switchover
 from engine.state.breaker import BreakerState, BreakerStore, MemoryBreakerStore, describe
 from engine.telemetry.recorder import Recorder
@@ -78,7 +77,6 @@ BREAKER_CODES = {"closed": 0, "half_open": 1, "open": 2}
 # `*_created` series double the exposition and say nothing a scrape interval would not.
 disable_created_metrics()
 
-_HEADER_BYTES = 8  # a multiprocess file's used-bytes count and its padding
 RECORDER_REFRESH_S = 1.0  # after requests, `Recorder.stats()` is read at most this often
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -279,30 +277,7 @@ class Metrics:
     def render(self) -> bytes:
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
-        registry = CollectorRegistry()
-        registry.register(_WrittenFiles(self.multiprocess_dir))
-        return generate_latest(registry)
-
-
-class _WrittenFiles(MultiProcessCollector):
-    """The workers' files that have their header. A worker creates its file empty and sizes
-    it an instant later; prometheus-client fails the whole scrape on such a file, so one
-    worker starting (or making its first metric of a kind) turned `/metrics` into a 500 for
-    every other worker's scrape. Until the header is there the file holds no values."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(None, path=path)  # registered by the caller
-
-    def collect(self):  # type: ignore[no-untyped-def]
-        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _has_header(f)]
-        return self.merge(files, accumulate=True)
-
-
-def _has_header(path: str) -> bool:
-    try:
-        return os.stat(path).st_size >= _HEADER_BYTES
-    except FileNotFoundError:  # a live gauge's file, removed as its worker exited
-        return False
+        return render_workers(self.multiprocess_dir)
 
 
 # --- /v1/status ----------------------------------------------------------------------------
