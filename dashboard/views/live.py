@@ -267,7 +267,37 @@ def _learned_limits(v: data.View, as_of: datetime) -> None:
 
 def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.DataFrame) -> None:
     counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
-    t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, markers)
+    drawn = _timeline_figures(str(data.data_paths().published), window.end, v.label, v.tz.key,
+                              _v=v, _window=window,
+                              _rollups=rollups, _markers=markers)  # fmt: skip
+    for pair in (drawn[i : i + 2] for i in range(0, len(drawn), 2)):
+        for cell, chart in zip(st.columns(2), pair, strict=False):
+            if isinstance(chart, str):  # nothing to draw: say so, never an empty chart
+                cell.caption(chart)
+            else:
+                cell.plotly_chart(chart, width="stretch")
+    st.caption(
+        f"Each bar or point is one {v.grain}, in {v.tz.key}. Shaded: incidents (red) and drills "
+        f"(blue); dotted lines: alerts fired (red) and resolved (green). From "
+        f"{v.clock(counting)} on, lighter: still being counted, not a drop. A premium below "
+        "zero is a saving: the backups cost less than the primary would have."
+        + (" Attempt timelines cover the last 24 h." if window.length > ATTEMPTS_KEPT else ""),
+        help=define("still counting") + " " + define("failure classes"),
+    )
+    _markers(v, markers)
+
+
+# Building the six figures is most of a refresh's work; they follow from the published folder,
+# the data's time (its cycle), the window and the zone alone (the other arguments are derived
+# from those, so they are not hashed): every refresh and every viewer of one cycle shares one.
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _timeline_figures(
+    published: str, as_of: datetime, label: str, tz: str, *, _v: data.View, _window: Span,
+    _rollups: pd.DataFrame, _markers: pd.DataFrame,
+) -> list[Any]:  # fmt: skip
+    v, window, rollups = _v, _window, _rollups
+    counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
+    t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, _markers)
     attempts = {"since": max(window.start, window.end - ATTEMPTS_KEPT), "width": v.bucket}
     failures = metrics.failures_by_class(data.query("failures_by_bucket", **attempts))
     latency = data.query("latency_by_bucket", **attempts)
@@ -277,7 +307,7 @@ def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.Da
     targets = {**charts.colours(sorted(set(rollups["target"]))), "failed": charts.FAILED}
     by_route = charts.route_colours({*rollups.get("route", []), *streams["route"]})
     routes = {s: by_route[s.rsplit(" ", 1)[0]] for s in ttft["series"]}
-    drawn = [
+    return [
         charts.timeline_bars(metrics.traffic_by_target(rollups) if len(rollups) else rollups,
                              "requests", "served by", targets,
                              "Requests by the target that answered", "requests", t,
@@ -296,21 +326,6 @@ def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.Da
         charts.timeline_lines(money, "usd", "series", "Cost and fallback premium",
                               f"USD per {v.grain}", t, unit="usd"),
     ]  # fmt: skip
-    for pair in (drawn[i : i + 2] for i in range(0, len(drawn), 2)):
-        for cell, chart in zip(st.columns(2), pair, strict=False):
-            if isinstance(chart, str):  # nothing to draw: say so, never an empty chart
-                cell.caption(chart)
-            else:
-                cell.plotly_chart(chart, width="stretch")
-    st.caption(
-        f"Each bar or point is one {v.grain}, in {v.tz.key}. Shaded: incidents (red) and drills "
-        f"(blue); dotted lines: alerts fired (red) and resolved (green). From "
-        f"{v.clock(counting)} on, lighter: still being counted, not a drop. A premium below "
-        "zero is a saving: the backups cost less than the primary would have."
-        + (" Attempt timelines cover the last 24 h." if window.length > ATTEMPTS_KEPT else ""),
-        help=define("still counting") + " " + define("failure classes"),
-    )
-    _markers(v, markers)
 
 
 def _markers(v: data.View, markers: pd.DataFrame) -> None:
@@ -355,13 +370,17 @@ def live() -> None:
     window = metrics.span_to(as_of, v.window, v.bucket)
     rollups = data.query(f"{v.grain}_rollups", since=window.start)
     minutes = rollups if v.grain == "minute" else data.query("minute_rollups", since=recent.start)
+    # The headline is what a person opens Live for: drawn first, below the page's clock and
+    # banners, which fill their place above it once their own reads are in.
+    top = st.container()
+    _headline(v, recent, window, minutes, rollups)
     alerts = data.query("alerts", since=window.start)
     incidents = data.query("incidents", since=window.start)
     drills = data.query("drills", since=window.start)
     told = data.breakers_now()
-    _as_of(v, as_of, told)
-    _banners(v, as_of, alerts, incidents)
-    _headline(v, recent, window, minutes, rollups)
+    with top:
+        _as_of(v, as_of, told)
+        _banners(v, as_of, alerts, incidents)
     _health(v, as_of, recent, minutes, rollups, drills, told)
     _error_budgets(v, data.query("slo_status"))
     _learned_limits(v, as_of)
