@@ -49,27 +49,36 @@ Incident = tuple[str, float, float, str]
 @dataclass(frozen=True, slots=True)
 class Plan:
     """The faults the fake providers play: `incidents` (model, start in s, duration in s,
-    fault) every `cycle_s`; `history`: seed the fortnight of demo history on a first start."""
+    fault) every `cycle_s`; `history`: seed the fortnight of demo history on a first start;
+    `incident_settle_s`: the demo routes' `[alerting] incident_settle` when set (a rehearsal
+    that should not wait out the default two minutes)."""
 
     incidents: tuple[Incident, ...] = INCIDENTS
     cycle_s: float = CYCLE_S
     history: bool = True
+    incident_settle_s: float | None = None
 
     @classmethod
     def load(cls, path: Path) -> Plan:
-        """A plan from TOML (`--demo-plan`, for tests and rehearsals): `cycle_s`, `history`
-        and `[[incidents]]` of `model`, `start_s`, `duration_s`, `fault`."""
+        """A plan from TOML (`--demo-plan`, for tests and rehearsals): `cycle_s`, `history`,
+        `incident_settle_s` and `[[incidents]]` of `model`, `start_s`, `duration_s`, `fault`."""
         try:
             data = tomllib.loads(path.read_text())
             incidents = tuple(
                 (str(i["model"]), float(i["start_s"]), float(i["duration_s"]), str(i["fault"]))
                 for i in data.get("incidents", [])
             )
+            settle = data.get("incident_settle_s")
             plan = cls(
-                incidents, float(data.get("cycle_s", CYCLE_S)), bool(data.get("history", True))
+                incidents,
+                float(data.get("cycle_s", CYCLE_S)),
+                bool(data.get("history", True)),
+                None if settle is None else float(settle),
             )
         except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"{path}: not a demo plan ({error})") from error
+        if plan.incident_settle_s is not None and plan.incident_settle_s <= 0:
+            raise ConfigError(f"{path}: incident_settle_s must be above 0")
         if plan.cycle_s <= 0 or any(s < 0 or d <= 0 or s + d > plan.cycle_s
                                     for _, s, d, _ in plan.incidents):  # fmt: skip
             raise ConfigError(f"{path}: every incident must lie inside cycle_s")
@@ -95,9 +104,13 @@ def wants_demo(config_path: Path) -> tuple[bool, str]:
     return False, f"using {config_path} with keys from the environment"
 
 
-def demo_text(port: int) -> str:
-    """data/demo.toml on fake providers listening on `port`."""
-    return DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+def demo_text(port: int, incident_settle_s: float | None = None) -> str:
+    """data/demo.toml on fake providers listening on `port`, with `[alerting]
+    incident_settle` when given."""
+    text = DEMO_CONFIG.read_text().replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+    if incident_settle_s is not None:
+        text += f"\n[alerting]\nincident_settle = {incident_settle_s:g}\n"
+    return text
 
 
 def demo_config(port: int) -> Config:
@@ -144,7 +157,7 @@ async def run_demo(
     ):
         plan = plan or Plan()
         plan_incidents(fake, plan)
-        config = _demo_folder(paths, fake.port)
+        config = _demo_folder(paths, demo_text(fake.port, plan.incident_settle_s))
         say(f"fake providers on {fake.base_url} (control: {fake.base_url}/_fake/log)")
         say(plan.describe())
         await start_stack(
@@ -176,12 +189,12 @@ async def run_demo(
             return await processes.run(traffic(), watch())
 
 
-def _demo_folder(paths: DataPaths, fake_port: int) -> Path:
-    """The data folder marked as demo data, holding the demo routes on this run's fake
-    providers; the path of that configuration."""
+def _demo_folder(paths: DataPaths, routes: str) -> Path:
+    """The data folder marked as demo data, holding the demo routes `routes` (the text of
+    their configuration); the path of that configuration."""
     paths.root.mkdir(parents=True, exist_ok=True)
     (paths.root / DEMO_MARKER).write_text(
         "This data folder holds demo data: fake providers and simulated history.\n"
     )
-    paths.demo_config.write_text(demo_text(fake_port))
+    paths.demo_config.write_text(routes)
     return paths.demo_config

@@ -19,25 +19,28 @@ import pandas as pd
 import pytest
 from helpers.ports import free_ports, wait_for
 
-from engine.config.alerting import INCIDENT_SETTLE_S
 from engine.published.read import PublishedData
 
 pytestmark = pytest.mark.timeout(600)  # two demo starts and an incident's settle time, in real time
 
 SONNET = "claude/claude-sonnet-4-5"
-FAULT_AT_S, FAULT_FOR_S = 10.0, 40.0
-SETTLE = timedelta(seconds=INCIDENT_SETTLE_S)
+FAULT_AT_S, FAULT_FOR_S = 10.0, 50.0
+# Both runs share one settle, as a restart keeps its configuration; shorter than the default
+# two minutes so that the incident ends within a minute of real time after its last fault.
+SETTLE_S = 30.0
+SETTLE = timedelta(seconds=SETTLE_S)
 MINUTE = timedelta(minutes=1)
 OUTAGE = f"""
 cycle_s = 3600
 history = false
+incident_settle_s = {SETTLE_S}
 [[incidents]]
 model = "claude-sonnet-4-5"
 start_s = {FAULT_AT_S}
 duration_s = {FAULT_FOR_S}
 fault = "overloaded"
 """
-HEALTHY = "cycle_s = 3600\nhistory = false\n"
+HEALTHY = f"cycle_s = 3600\nhistory = false\nincident_settle_s = {SETTLE_S}\n"
 
 
 class Up:
