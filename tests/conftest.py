@@ -25,7 +25,9 @@ BACKENDS = {
 }
 
 LONG_FIRST = (
+    "system/test_demo_plan_processes.py",  # two demo starts in real time: ~2 min, mostly waiting
     "reports/test_report_invariants.py",  # the demo's fortnight: ~80 s to build
+    "alerts/test_plan_soak.py",  # the plan's cycles on a virtual clock: ~1 min
     "simulations/test_from_store.py",
     "store/test_retention_history.py",
     "reports/test_reports_browser.py",
