@@ -56,9 +56,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench import browser as browser_bench
 from bench.dashboard import Render, live_render
 from bench.stats import percentile
 from bench.timing import Laps, TimedConnection, describe, timing
+from dashboard.screenshots import serving
 from engine.core.paths import DataPaths
 from engine.core.pricing import Pricer
 from engine.published import partitions
@@ -278,6 +280,9 @@ class Stage:
     parts: int  # the parts they are in
     fill_s: float  # filling the last day up to `daily` (generate, ingest, its rollups)
     peak_rss_mb: float  # the process's peak while filling the day and running the cycles
+    # The peak from the first cycle on: the scheduler's own working memory, the generator's
+    # tables gone (what remains of them resident counts, so this is an upper bound).
+    cycles_peak_rss_mb: float
     new_rows: int  # the attempts before each cycle: what the day's rate brings in 5 s
     bursts: dict[int, float] = dataclasses.field(default_factory=dict)  # new rows → seconds
 
@@ -292,6 +297,7 @@ class Result:
     merge_rows_s: float  # the compaction's merge of the largest tier, rows a second
     reads: dict[str, list[float]]  # Live-page query → seconds per run
     render: Render | None = None  # the whole Live page through Streamlit's AppTest
+    browser: list[browser_bench.Timing] | None = None  # every page in Chromium (bench.browser)
     report_s: float | None = None  # last week's report, every format (engine.reports)
 
     @property
@@ -320,11 +326,26 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
             pipeline.close()
         reads = live_reads(paths.published, clock.at, sizes.reads)
         render = live_render(root, repeat=sizes.renders) if sizes.renders else None
+        in_browser = in_chromium(paths, sizes.renders) if sizes.renders else None
         report_s = weekly_report_seconds(paths, clock.at)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return Result(sizes, build, peak_rss_mb, database_mb, stages, merge_rows_s, reads, render,
-                  report_s)  # fmt: skip
+                  report_s, in_browser)  # fmt: skip
+
+
+def in_chromium(paths: DataPaths, repeat: int) -> list[browser_bench.Timing]:
+    """Every page of `switchover dashboard` on the store, in headless Chromium, and an Explorer
+    lookup of a request of the last hour."""
+    published = PublishedData(paths.published)
+    try:
+        since = datetime.now(UTC) - timedelta(hours=1)
+        latest = published.query("recent_attempts", since=since, limit=1)
+    finally:
+        published.close()
+    request_id = str(latest["request_id"].iloc[0]) if len(latest) else None
+    with serving(paths.root) as url:
+        return browser_bench.measure(url, repeat, request_id)
 
 
 def _day_ends(sizes: Sizes, k: int) -> datetime:
@@ -347,8 +368,11 @@ def run_stage(
     _load(pipeline, daily, day, timedelta(days=1), sizes, 10_000_000 * (k + 1), progress)
     _backfill(pipeline, day - timedelta(hours=1), clock.at, ("minute", "hour", "day"))
     fill_s = time.perf_counter() - started
+    fill_peak = peak_memory_mb()
     shutil.rmtree(pipeline.paths.published, ignore_errors=True)
     pipeline.paths.published.mkdir(parents=True)
+    pa.default_memory_pool().release_unused()
+    reset_peak_memory()
     new_rows = round(daily * scheduler.CYCLE_S / 86_400)  # what arrives between two cycles
     first = _cycle(pipeline, clock, new_rows, 1_000 * k).seconds
     progress(f"first cycle (the whole 24 h as one part): {first:,.1f} s")
@@ -366,9 +390,9 @@ def run_stage(
             progress(f"a cycle after {rows:,} new attempts: {bursts[rows]:,.2f} s")
     (stored,) = pipeline.con.execute("SELECT count(*) FROM attempts").fetchone()
     entry = read_manifest(pipeline.paths.published)[RECENT_ATTEMPTS]
-    peak = peak_memory_mb()
-    return Stage(daily, stored, first, cycles, entry.rows, len(entry.parts), fill_s, peak,
-                 new_rows, bursts)  # fmt: skip
+    cycles_peak = peak_memory_mb()
+    return Stage(daily, stored, first, cycles, entry.rows, len(entry.parts), fill_s,
+                 max(fill_peak, cycles_peak), cycles_peak, new_rows, bursts)  # fmt: skip
 
 
 def _cycle(pipeline: scheduler.Pipeline, clock: Clock, rows: int, seed: int) -> Cycle:
@@ -563,7 +587,8 @@ def main() -> None:
         print(f"{stage.daily:,} a day ({stage.stored:,} stored, {stage.recent_rows:,} published "
               f"in {stage.parts} parts): first cycle {stage.first_cycle_s:,.1f} s, then "
               f"median {statistics.median(totals):,.0f} ms, max {max(totals):,.0f} ms; "
-              f"peak RSS {stage.peak_rss_mb:,.0f} MB")  # fmt: skip
+              f"peak RSS {stage.peak_rss_mb:,.0f} MB, "
+              f"from the first cycle on {stage.cycles_peak_rss_mb:,.0f} MB")  # fmt: skip
         for i, cycle in enumerate(stage.cycles, 1):
             parts = ", ".join(f"{k} {v * 1000:,.0f}" for k, v in cycle.parts.items())
             print(f"  cycle {i}: {cycle.seconds * 1000:,.0f} ms ({parts})")
@@ -573,6 +598,8 @@ def main() -> None:
     for label, values in result.reads.items():
         p50, p95 = percentile(values, 50) * 1000, percentile(values, 95) * 1000
         print(f"read {label:<42} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
+    if result.browser:
+        print(browser_bench.describe(result.browser))
     print(f"\n(ran in {time.monotonic() - began:.0f} s)")
 
 
