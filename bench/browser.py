@@ -1,10 +1,12 @@
 """The dashboard as a person waits for it, in headless Chromium (Playwright, Debian's browser):
 
-- per page, from navigation in a new browser context (a new Streamlit session) until its
-  first figures are visible: Live's six headline metrics, elsewhere the first metric, chart
-  or table (What-if, which draws nothing until asked, its title);
-- Live's 5 s refresh: from each rerun's start (Streamlit's running indicator appears) until
-  its end (the indicator gone), as a page observer in the browser records them;
+- per page, from navigation in a new tab (a new Streamlit session) of a browser that has
+  opened the dashboard before until the page's headline is visible: Live's six metrics, the
+  Reports' "In short" (the week's figures in sentences), elsewhere the first metric, chart
+  or table (What-if, which draws nothing until asked, its title); Live's first visit too,
+  with the browser's cache empty;
+- Live's 5 s refresh: from the browser's request to rerun its fragments until the server's
+  last run of them finished (Streamlit's messages on the session's websocket);
 - Explorer's lookup by id: from the id entered until the request's story is shown.
 
     python -m bench.browser URL [--repeat 5] [--request-id ID]   # a dashboard serving
@@ -25,11 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
 from dashboard.screenshots import browser, serving
 
 METRIC = '[data-testid="stMetricValue"]'
 FIGURE = f'{METRIC}, .js-plotly-plot, [data-testid="stDataFrame"], [data-testid="stTable"]'
-# Each page's path, what shows its figures, and how many of them.
+# Each page's path, what shows its headline figures, and how many of them: Live's six; the
+# Reports' "In short" sentences, which say the week's figures; elsewhere the first figure.
 PAGES = {
     "live": ("", METRIC, 6),
     "costs": ("costs", FIGURE, 1),
@@ -37,20 +43,11 @@ PAGES = {
     "readiness": ("readiness", FIGURE, 1),
     "explorer": ("explorer", FIGURE, 1),
     "whatif": ("whatif", '[data-testid="stMain"] h1', 1),
-    "reports": ("reports", FIGURE, 1),
+    "reports": ("reports", '.st-key-report_headline [data-testid="stMarkdown"]', 1),
 }
-RUNNING = '[data-testid="stStatusWidget"]'
-# Records, in the page, when the running indicator comes and goes (ms, performance.now()).
-RERUNS = """
-window.__reruns = [];
-new MutationObserver(() => {
-  const running = document.querySelector('[data-testid="stStatusWidget"]') !== null;
-  const last = window.__reruns[window.__reruns.length - 1];
-  if (running && (!last || last.end !== null))
-    window.__reruns.push({start: performance.now(), end: null});
-  if (!running && last && last.end === null) last.end = performance.now();
-}).observe(document, {childList: true, subtree: true});
-"""
+# Gaps between Live's periodic reruns: its fragments rerun together every few seconds, so a
+# pause longer than this ends one refresh.
+REFRESH_GAP_S = 1.0
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
@@ -69,10 +66,12 @@ class Timing:
 
 
 def _visible(tab: Any, selector: str, count: int, within_s: float) -> None:
+    """Wait until `count` elements of `selector` show something: text, a Plotly chart's
+    drawing or a table's canvas (Streamlit's dataframe paints on a canvas, its text later)."""
     tab.wait_for_function(
         """([selector, count]) => Array.from(document.querySelectorAll(selector))
             .filter((e) => e.offsetParent !== null && (e.textContent.trim() !== ''
-                    || e.classList.contains('js-plotly-plot'))).length >= count""",
+                    || e.querySelector('.main-svg, canvas') !== null)).length >= count""",
         arg=[selector, count],
         timeout=within_s * 1000,
         polling=20,
@@ -80,49 +79,77 @@ def _visible(tab: Any, selector: str, count: int, within_s: float) -> None:
 
 
 @contextlib.contextmanager
-def _tab(chromium: Any, init_script: str | None = None) -> Iterator[Any]:
-    context = chromium.new_context(viewport=VIEWPORT)
+def _tab(viewer: Any) -> Iterator[Any]:
+    """A new tab of `viewer` (a browser context): a new Streamlit session."""
+    tab = viewer.new_page()
     try:
-        if init_script:
-            context.add_init_script(init_script)
-        yield context.new_page()
+        yield tab
     finally:
-        context.close()
+        tab.close()
 
 
-def navigation(chromium: Any, url: str, page: str, within_s: float = 60) -> float:
-    """Seconds from `goto` until `page`'s figures are visible, in a fresh session."""
+def navigation(viewer: Any, url: str, page: str, within_s: float = 60) -> float:
+    """Seconds from `goto` until `page`'s figures are visible, in a new tab of `viewer`."""
     path, selector, count = PAGES[page]
-    with _tab(chromium) as tab:
+    with _tab(viewer) as tab:
         started = time.perf_counter()
         tab.goto(f"{url}/{path}", wait_until="commit")
         _visible(tab, selector, count, within_s)
         return time.perf_counter() - started
 
 
-def live_refreshes(chromium: Any, url: str, count: int, within_s: float = 90) -> list[float]:
-    """Seconds of each of Live's next `count` periodic reruns after its first paint."""
-    with _tab(chromium, RERUNS) as tab:
+def live_refreshes(viewer: Any, url: str, count: int, within_s: float = 90) -> list[float]:
+    """Seconds of each of Live's next `count` periodic refreshes after its first paint: from
+    the browser's first fragment rerun request until the server's last run finished, read
+    from the session's websocket (Streamlit's own messages), so that a refresh in which the
+    sidebar's and the page's fragments queue behind each other counts whole."""
+    events: list[tuple[float, str]] = []
+
+    def sent(payload: bytes | str) -> None:
+        message = BackMsg.FromString(_bytes(payload))
+        if message.WhichOneof("type") == "rerun_script" and message.rerun_script.fragment_id:
+            events.append((time.perf_counter(), "start"))
+
+    def received(payload: bytes | str) -> None:
+        if ForwardMsg.FromString(_bytes(payload)).WhichOneof("type") == "script_finished":
+            events.append((time.perf_counter(), "end"))
+
+    with _tab(viewer) as tab:
+        tab.on("websocket", lambda ws: (ws.on("framesent", sent), ws.on("framereceived", received)))
         tab.goto(url, wait_until="commit")
         _visible(tab, METRIC, 6, within_s)
-        tab.wait_for_function(
-            f"""() => window.__reruns.filter((r) => r.end !== null).length >= {count + 1}""",
-            timeout=within_s * 1000,
-            polling=100,
-        )
-        reruns = tab.evaluate("window.__reruns")
-        done = [r for r in reruns if r["end"] is not None][1 : count + 1]  # the first: the paint
-        return [(r["end"] - r["start"]) / 1000 for r in done]
+        deadline = time.perf_counter() + within_s
+        while len(refreshes := _refreshes(events)) < count:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"Live refreshed {len(refreshes)} times in {within_s:.0f} s")
+            tab.wait_for_timeout(250)
+        return refreshes[:count]
 
 
-def explorer_lookup(chromium: Any, url: str, request_id: str, within_s: float = 60) -> float:
+def _refreshes(events: list[tuple[float, str]]) -> list[float]:
+    """The durations of the complete refreshes in `events`, the last (maybe unfinished) left
+    out: a refresh runs from its first fragment request to its last run's end."""
+    bursts: list[list[tuple[float, str]]] = []
+    for at, kind in events:
+        if kind == "start" and (not bursts or at - bursts[-1][-1][0] > REFRESH_GAP_S):
+            bursts.append([])
+        if bursts:
+            bursts[-1].append((at, kind))
+    done = [b for b in bursts[:-1] if b[-1][1] == "end"]
+    return [b[-1][0] - b[0][0] for b in done]
+
+
+def _bytes(payload: bytes | str) -> bytes:
+    return payload if isinstance(payload, bytes) else payload.encode()
+
+
+def explorer_lookup(viewer: Any, url: str, request_id: str, within_s: float = 60) -> float:
     """Seconds from a request id entered on Explorer until its story is shown."""
-    with _tab(chromium) as tab:
+    with _tab(viewer) as tab:
         tab.goto(f"{url}/explorer", wait_until="commit")
         field = tab.get_by_label("Request id")
         field.wait_for(timeout=within_s * 1000)
         _visible(tab, FIGURE, 1, within_s)
-        tab.wait_for_selector(RUNNING, state="detached", timeout=within_s * 1000)
         field.fill(request_id)
         started = time.perf_counter()
         field.press("Enter")
@@ -132,17 +159,27 @@ def explorer_lookup(chromium: Any, url: str, request_id: str, within_s: float = 
 
 def measure(url: str, repeat: int = 5, request_id: str | None = None) -> list[Timing]:
     """Every page's navigation `repeat` times, Live's refreshes and, given an id, Explorer's
-    lookup. The server's first run of each page (its imports) is not timed."""
+    lookup, as a returning viewer sees them: one browser profile, whose cache holds the
+    dashboard's scripts, each navigation a new tab (a new Streamlit session). A first visit
+    (an empty cache: the browser loads and compiles Streamlit's scripts) is timed apart, on
+    Live. The server's first run of each page (its imports) is not timed."""
     with browser() as chromium:
+        first_visits = []
+        for _ in range(repeat):
+            newcomer = chromium.new_context(viewport=VIEWPORT)
+            first_visits.append(navigation(newcomer, url, "live"))
+            newcomer.close()
+        viewer = chromium.new_context(viewport=VIEWPORT)
         for page in PAGES:
-            navigation(chromium, url, page)
+            navigation(viewer, url, page)
         timings = [
-            Timing(page, [navigation(chromium, url, page) for _ in range(repeat)]) for page in PAGES
+            Timing(page, [navigation(viewer, url, page) for _ in range(repeat)]) for page in PAGES
         ]
-        timings.append(Timing("live refresh", live_refreshes(chromium, url, repeat)))
+        timings.append(Timing("live refresh", live_refreshes(viewer, url, repeat)))
         if request_id is not None:
-            lookups = [explorer_lookup(chromium, url, request_id) for _ in range(repeat)]
+            lookups = [explorer_lookup(viewer, url, request_id) for _ in range(repeat)]
             timings.append(Timing("explorer lookup", lookups))
+        timings.append(Timing("live 1st visit", first_visits))
     return timings
 
 

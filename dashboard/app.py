@@ -5,14 +5,9 @@ chosen in the navigation; first, when sign-in applies, nobody gets past the sign
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-
-import pandas as pd
 import streamlit as st
 
-from dashboard import data, sign_in
-from engine.published.scheduler_status import banner, read_status
+from dashboard import data, freshness, sign_in
 
 st.set_page_config(page_title="Switchover", page_icon=":material/alt_route:", layout="wide")
 sign_in.gate()  # stops here, with the sign-in form only, for a person not signed in
@@ -29,35 +24,22 @@ pages = [
 page = st.navigation(pages)
 
 
-@st.fragment(run_every=data.REFRESH_S)
-def freshness() -> None:
-    """How old the data is, and why when the scheduler says so (published/scheduler.json):
-    redrawn every few seconds, so that a scheduler waiting for its database shows within one."""
-    view = data.view()
-    now = view.now
-    snapshots = data.manifest()
-    if snapshots:
-        newest = max(s.written_at for s in snapshots.values())
-        age = (now - newest).total_seconds()
-        st.caption(f"Data as of {view.stamp(newest)} ({age:.0f} s ago)")
-    status = read_status(data.data_paths().scheduler_status)
-    said = None if status is None and not snapshots else banner(status, now, _at(view))
-    if said is not None:
-        level, text = said
-        (st.error if level == "error" else st.warning)(text, icon=":material/sync_problem:")
-    elif snapshots and age > 120:  # snapshots are republished at least once a minute
-        st.warning("The data is over 2 minutes old: is `switchover scheduler` running?")
+# The sidebar's freshness, redrawn every few seconds; on a page that refreshes itself, that
+# page draws it (dashboard.freshness says why).
+sidebar_freshness = st.fragment(run_every=data.REFRESH_S)(freshness.sidebar)
+REFRESHES_ITSELF = {"Live"}
 
 
-def _at(view: data.View) -> Callable[[datetime], str]:
-    return lambda when: pd.Timestamp(when).tz_convert(view.tz).strftime("%H:%M %Z")
+def sidebar() -> None:
+    with st.sidebar:
+        data.choice("Window", "window", list(data.WINDOWS))
+        data.choice("Timezone", "timezone", list(data.TIMEZONES))
+        if page.title not in REFRESHES_ITSELF:
+            sidebar_freshness()
+        if data.is_demo():
+            st.info("Demo data: simulated history and fake providers.", icon=":material/science:")
 
 
-with st.sidebar:
-    data.choice("Window", "window", list(data.WINDOWS))
-    data.choice("Timezone", "timezone", list(data.TIMEZONES))
-    freshness()
-    if data.is_demo():
-        st.info("Demo data: simulated history and fake providers.", icon=":material/science:")
-
+# The sidebar before the page: a page that stops early (st.stop) draws nothing after it.
+sidebar()
 page.run()

@@ -1,7 +1,8 @@
 """Money the pages show beside its parts, as text that adds up as shown: the fallback premium
 (price difference + cache loss), an incident's extra cost (fallback premium + re-warm), and a
-table's column of dollars at one precision. Pure: amounts in, text out; the formatting itself
-is engine.core.money's, so every page, alert and report writes money the same way.
+table's column of dollars at one precision (with its total, adding up as shown). Pure:
+amounts in, text out; the formatting itself is engine.core.money's, so every page, alert and
+report writes money the same way.
 
 A difference in cost (a premium, a price difference, an extra cost) is said as a saving or a
 cost ("saved $0.19", "cost $0.07 more"); a cache loss or a re-warm never goes below zero and
@@ -11,6 +12,7 @@ reads as an amount ("$0.07").
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal
 
 import pandas as pd
 
@@ -74,6 +76,20 @@ def usd_column(values: Iterable[object], *, change: bool = False, missing: str =
         else format_usd(a, digits)
         for a in amounts
     ]
+
+
+def usd_column_and_total(
+    values: Iterable[object], *, change: bool = False, missing: str = "—"
+) -> tuple[list[str], str]:
+    """A column as `usd_column` shows it and its total, rounded together (the largest-remainder
+    rule of format_parts), so that the column as shown adds up to the total as shown."""
+    amounts = [None if pd.isna(v) else to_decimal(v) for v in values]  # type: ignore[arg-type]
+    present = {str(i): a for i, a in enumerate(amounts) if a is not None}
+    total = sum(present.values(), Decimal(0))
+    whole, parts = format_parts(total, present, column_digits([*present.values(), total]))
+    say = said_as_change if change else str
+    column = [missing if a is None else say(parts[str(i)]) for i, a in enumerate(amounts)]
+    return column, say(whole)
 
 
 def usd_each(values: Iterable[object], missing: str = "—") -> list[str]:

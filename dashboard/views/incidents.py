@@ -6,13 +6,14 @@ the alert history, what was delivered to whom, and silences."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, data, operator, widgets
-from dashboard.cost_parts import extra_cost_parts, usd_column
+from dashboard import charts, data, first_paint, operator, widgets
+from dashboard.cost_parts import extra_cost_parts, usd_column, usd_column_and_total
 from dashboard.definitions import define
 from dashboard.metrics import incident_table, traffic_by_target
 from dashboard.readiness_metrics import drill_table
@@ -31,6 +32,28 @@ def in_target_colours(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def period_headline(
+    v: data.View, since: datetime, table: pd.DataFrame, extra_total: str, alerts: pd.DataFrame
+) -> None:
+    """The period at a glance, drawn first: how many incidents and how many still going, what
+    they did to requests and cost (each the total of the table's column below), and how many
+    alerts fired."""
+    shown = [
+        ("Incidents", f"{len(table):,}", "incidents in the period"),
+        ("Ongoing now", f"{int(table['ended_at'].isna().sum()):,}", "ongoing incidents"),
+        ("Alerts fired", f"{len(alerts):,}", "alerts fired in the period"),
+        ("Requests affected (all incidents)", f"{int(table['requests_affected'].sum()):,}",
+         "requests affected by all incidents"),
+        ("Failed (all incidents)", f"{int(table['failed'].sum()):,}", "failed in all incidents"),
+        ("Extra cost (all incidents)", extra_total, "extra cost of all incidents"),
+    ]  # fmt: skip
+    with st.container(key="incidents_headline"):
+        st.markdown(f"**The period at a glance**: {v.stamp(since)} to now ({v.tz.key})")
+        cells = [*st.columns(3), *st.columns(3)]  # room for "saved $0.0168"
+        for cell, (name, value, term) in zip(cells, shown, strict=True):
+            cell.metric(name, value, help=define(term))
+
+
 st.title("Incidents & alerts")
 v = data.view()
 if not data.manifest():
@@ -40,11 +63,16 @@ span = widgets.one_of("Since", list(RANGES), default="7 d", key="incident_range"
 since = (v.now - RANGES[span]).replace(second=0, microsecond=0)
 
 incidents = data.query("incidents", since=since)
+alerts = data.query("alerts", since=since)
+table = incident_table(incidents, v.now)
+extra_costs, extra_total = usd_column_and_total(table["extra_cost_usd"], change=True)
+period_headline(v, since, table, extra_total, alerts)
+headline_drawn = first_paint.mark()
 st.subheader("Incidents")
 if incidents.empty:
     st.success("No incident in this period: no target failed beyond its threshold.")
 else:
-    table = incident_table(incidents, v.now)
+    first_paint.before_charts(headline_drawn)
     timeline = charts.timeline(
         table.assign(start=v.local(table["started_at"]), end=v.local(table["end"])),
         "start",
@@ -55,7 +83,7 @@ else:
     )
     st.plotly_chart(in_target_colours(timeline), width="stretch")
     shown = table.assign(
-        extra_cost=usd_column(table["extra_cost_usd"], change=True),
+        extra_cost=extra_costs,
         wasted=usd_column(table["wasted_usd"]),
     )
     st.dataframe(
@@ -198,7 +226,6 @@ else:
     )
 
 st.subheader("Alerts")
-alerts = data.query("alerts", since=since)
 if alerts.empty:
     st.success("No alert fired in this period.")
 else:

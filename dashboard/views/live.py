@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, metrics, operator
+from dashboard import charts, data, first_paint, freshness, metrics, operator
 from dashboard.definitions import define
 from dashboard.live_breakers import LiveBreakers
 from dashboard.metrics import Span
@@ -362,6 +362,7 @@ def _recent_failures(v: data.View, window: Span) -> None:
 @st.fragment(run_every=data.REFRESH_S)
 def live() -> None:
     v = data.view()
+    freshness.warnings(v)  # here, not in the sidebar: dashboard.freshness says why
     if not data.manifest():
         data.empty_state()
         return
@@ -374,6 +375,7 @@ def live() -> None:
     # banners, which fill their place above it once their own reads are in.
     top = st.container()
     _headline(v, recent, window, minutes, rollups)
+    headline_sent = first_paint.mark()
     alerts = data.query("alerts", since=window.start)
     incidents = data.query("incidents", since=window.start)
     drills = data.query("drills", since=window.start)
@@ -384,6 +386,7 @@ def live() -> None:
     _health(v, as_of, recent, minutes, rollups, drills, told)
     _error_budgets(v, data.query("slo_status"))
     _learned_limits(v, as_of)
+    first_paint.before_charts(headline_sent)
     _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, as_of))
     _recent_failures(v, window)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, first_paint
 from engine.reports import render
 from engine.reports.content import AVAILABILITY_TARGET
 from engine.reports.headline import headline
@@ -63,16 +63,20 @@ if not report.routes:
 
 st.caption(render.period(report))
 said = report.headline or headline(report)
-st.subheader("In short")
-for sentence in said.sentences():
-    st.markdown(sentence)
+with st.container(key="report_headline"):
+    st.subheader("In short")
+    for sentence in said.sentences():
+        st.markdown(sentence)
+headline_drawn = first_paint.mark()
 st.markdown("**What to look at**")
 for item in said.look_at or [render.NOTHING_TO_LOOK_AT]:
     st.markdown(f"- {item}")
 st.subheader("What changed")
 for sentence in report.summary:
     st.markdown(f"- {sentence}")
-for figure in render.charts(report):
+charts = render.charts(report)
+first_paint.before_charts(headline_drawn)
+for figure in charts:
     st.plotly_chart(figure, width="stretch", theme=None)
 for stem, (title, frame) in render.tables(report).items():
     st.markdown(f"**{title}**")

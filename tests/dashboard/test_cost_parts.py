@@ -12,7 +12,13 @@ import numpy as np
 import pandas as pd
 from helpers.dashboard_pages import dollars
 
-from dashboard.cost_parts import extra_cost_parts, premium_parts, usd_column, usd_each
+from dashboard.cost_parts import (
+    extra_cost_parts,
+    premium_parts,
+    usd_column,
+    usd_column_and_total,
+    usd_each,
+)
 
 
 def _decimals(said: str) -> int:
@@ -70,3 +76,27 @@ def test_a_column_of_differences_is_said_as_savings_and_costs():
 
 def test_cells_read_one_at_a_time_each_show_their_own_magnitude():
     assert usd_each([0.012, 0.00026, None, float("nan")]) == ["$0.01", "$0.00026", "—", "—"]
+
+
+def test_a_column_and_its_total_add_up_as_shown_over_many_random_columns():
+    rng = random.Random(36)
+    for _ in range(1000):
+        scale = Decimal(10) ** rng.randint(-5, 2)
+        values = [Decimal(rng.randint(-(10**6), 10**6)) / 10**6 * scale
+                  for _ in range(rng.randint(1, 8))]  # fmt: skip
+        column, total = usd_column_and_total([*values, None])
+        assert column[-1] == "—"
+        assert dollars(total) == sum(dollars(c) for c in column[:-1]), (column, total)
+        assert len({_decimals(s) for s in [*column[:-1], total]}) == 1, (column, total)
+
+
+def test_a_column_of_differences_and_its_total_say_savings_and_costs():
+    # -0.16015 alone would read $0.1602 (half-even): beside $0.0060 it gives up the unit the
+    # total, $0.1661, lacks.
+    assert usd_column_and_total([Decimal("-0.16015"), Decimal("-0.00598")], change=True) == (
+        ["saved $0.1601", "saved $0.0060"], "saved $0.1661",
+    )  # fmt: skip
+    assert usd_column_and_total([Decimal("-0.1075"), Decimal("0.0021"), 0], change=True) == (
+        ["saved $0.1075", "cost $0.0021 more", "no difference"], "saved $0.1054",
+    )  # fmt: skip
+    assert usd_column_and_total([], change=True) == ([], "no difference")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers.alert_harness import PRIMARY, World, config
-from helpers.dashboard_pages import open_page, texts
+from helpers.dashboard_pages import dollars, open_page, texts
 
 from dashboard.charts import FAILED, colour_of
 from engine.published.read import PublishedData
@@ -120,3 +120,20 @@ def test_no_cell_of_any_table_or_figure_reads_none_nan_or_na(page):
         metrics = [f"{m.label} {m.value}" for m in at.metric]
         assert UNREADABLE.findall("\n".join([texts(at), *metrics, *tables])) == []
         assert any("—" in table for table in tables), "the missing values are said as —"
+
+
+def test_the_period_at_a_glance_is_the_total_of_the_incidents_table(page):
+    at, incidents = page
+    table = at.dataframe[0].value
+    headline = {m.label: m.value for m in at.metric[:6]}
+    assert headline["Incidents"] == str(len(table)) == str(len(incidents))
+    assert headline["Ongoing now"] == str(int(incidents["ended_at"].isna().sum()))
+    assert (
+        headline["Requests affected (all incidents)"]
+        == f"{int(table['requests_affected'].sum()):,}"
+    )
+    assert headline["Failed (all incidents)"] == f"{int(table['failed'].sum()):,}"
+    assert dollars(headline["Extra cost (all incidents)"]) == sum(map(dollars, table["extra_cost"]))
+    alerts = [d.value for d in at.dataframe if {"rule", "fired_at"} <= set(d.value.columns)]
+    assert headline["Alerts fired"] == str(sum(len(frame) for frame in alerts))
+    assert "The period at a glance" in texts(at) and "to now (UTC)" in texts(at)

@@ -228,7 +228,9 @@ def test_every_metric_shown_has_the_definition_from_metrics_md_as_its_tooltip(ap
 _DEFINED = ("requests", "availability", "fallback rate", "latency p50 / p95 / p99", "cost",
             "fallback premium", "answered", "re-warm cost", "wasted spend", "price difference",
             "cache loss", "requests affected", "answered by fallback", "unavailable",
-            "extra cost", "re-warm", "wasted")  # fmt: skip
+            "extra cost", "re-warm", "wasted", "incidents in the period", "ongoing incidents",
+            "alerts fired in the period", "requests affected by all incidents",
+            "failed in all incidents", "extra cost of all incidents")  # fmt: skip
 
 
 def test_without_data_every_page_says_how_to_send_traffic(tmp_path, monkeypatch):
