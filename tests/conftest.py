@@ -9,9 +9,15 @@
   that on a few cores they run beside the many short modules instead of after them (with
   `--dist loadscope` a module stays on one worker, and the last one to start sets the suite's
   end). Their tests keep their order; so does everything else.
+- `__main__` put back after every test: Streamlit's script runner (AppTest) makes the page it
+  ran the interpreter's `__main__` and leaves it there, and a process started with "spawn"
+  afterwards on the same worker would run that page first and die before its target.
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -37,6 +43,13 @@ LONG_FIRST = (
     "dashboard/test_readiness_page.py",
     "dashboard/test_other_pages.py",
 )
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept() -> Iterator[None]:
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
 
 
 def _rank(item: pytest.Item) -> int:

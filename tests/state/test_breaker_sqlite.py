@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import queue
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -95,6 +96,16 @@ def _admit_many(path: str, now: float, times: int, start: object, out: object) -
     out.put(asyncio.run(run()))  # type: ignore[attr-defined]
 
 
+def _result(out, racers) -> list[str]:
+    """The next racer's admissions; a racer that died says so instead of the wait timing out."""
+    while True:
+        try:
+            return out.get(timeout=0.5)
+        except queue.Empty:
+            dead = [r.exitcode for r in racers if r.exitcode not in (None, 0)]
+            assert not dead, f"a racing process died before answering: exit codes {dead}"
+
+
 async def test_exactly_one_of_several_real_processes_gets_the_probe(stores, tmp_path):
     """Processes racing on a half-open breaker, truly in parallel: one PROBE among them."""
     clock = VirtualClock()
@@ -106,12 +117,14 @@ async def test_exactly_one_of_several_real_processes_gets_the_probe(stores, tmp_
     processes, times = 3, 200
     start, out = spawn.Barrier(processes), spawn.Queue()
     racers = [
-        spawn.Process(target=_admit_many, args=(str(path), clock.now(), times, start, out))
+        spawn.Process(
+            target=_admit_many, args=(str(path), clock.now(), times, start, out), daemon=True
+        )
         for _ in range(processes)
     ]
     for racer in racers:
         racer.start()
-    admissions = [a for _ in racers for a in await asyncio.to_thread(out.get, timeout=120)]
+    admissions = [a for _ in racers for a in await asyncio.to_thread(_result, out, racers)]
     for racer in racers:
         racer.join(timeout=30)
         assert racer.exitcode == 0
