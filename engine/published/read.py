@@ -17,7 +17,9 @@ attempts are a set of parts (engine.published.partitions): a query takes the set
 of the manifest and opens every part before it runs, so it reads one consistent set; a part
 compacted away in between makes it list them again. A snapshot that does not exist yet
 reads as an empty table with its catalogued columns (engine.published.catalogue), so a fresh
-install shows empty DataFrames, not errors.
+install shows empty DataFrames, not errors. The parts of one manifest entry share one attempt
+schema (a new schema starts the snapshot again), so they are read as one table without
+`union_by_name`, which read every part's schema to bind the view and doubled a query's time.
 """
 
 from __future__ import annotations
@@ -89,8 +91,7 @@ class PublishedData:
                     continue  # not published yet: the empty stand-in answers
                 sources = ", ".join(sql_string(f"{FD_DIR}/{fd}") for fd in fds)
                 cursor.execute(
-                    f"CREATE TEMP VIEW {snapshot} AS "
-                    f"SELECT * FROM read_parquet([{sources}], union_by_name = true)"
+                    f"CREATE TEMP VIEW {snapshot} AS SELECT * FROM read_parquet([{sources}])"
                 )
             return cursor.execute(query.sql, bound).df()
         finally:
