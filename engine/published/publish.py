@@ -77,6 +77,23 @@ def publish(
     compression: str = "zstd",
 ) -> Snapshot:
     """Write the result of `sql` (with bound `params`) as the snapshot `name`, atomically."""
+    snapshot = write(con, published_dir, name, sql, params, now=now, compression=compression)
+    record(published_dir, [snapshot])
+    return snapshot
+
+
+def write(
+    con: duckdb.DuckDBPyConnection,
+    published_dir: Path,
+    name: str,
+    sql: str,
+    params: dict[str, Any] | list[Any] | None = None,
+    *,
+    now: datetime | None = None,
+    compression: str = "zstd",
+) -> Snapshot:
+    """Put the file of snapshot `name` in place, not yet in the manifest (`record` adds it):
+    a cycle writes its snapshots, then changes the manifest once for all of them."""
     if not _NAME.fullmatch(name):
         raise ValueError(f"a snapshot name is lower-case letters, digits and _: {name!r}")
     published_dir = Path(published_dir)
@@ -88,9 +105,15 @@ def publish(
         copy = f"COPY ({query}) TO {target} (FORMAT parquet, COMPRESSION {compression})"
         (rows,) = con.execute(copy, params).fetchone()
     seconds = round(time.perf_counter() - started, 3)
-    snapshot = Snapshot(name, final.name, rows, now or datetime.now(UTC), seconds)
-    _record(published_dir, snapshot)
-    return snapshot
+    return Snapshot(name, final.name, rows, now or datetime.now(UTC), seconds)
+
+
+def record(published_dir: Path, snapshots: list[Snapshot]) -> None:
+    """The manifest's entries for `snapshots`, whose files are in place, in one rewrite."""
+    with _manifest_lock:
+        entries = read_manifest(published_dir)
+        entries.update({s.name: s for s in snapshots})
+        _write_manifest(published_dir, entries)
 
 
 def read_manifest(published_dir: Path) -> dict[str, Snapshot]:
@@ -157,13 +180,9 @@ def _entry(snapshot: Snapshot) -> dict[str, Any]:
     return body
 
 
-def _record(published_dir: Path, snapshot: Snapshot) -> None:
-    change_entry(published_dir, snapshot.name, lambda _: snapshot)
-
-
 def _write_manifest(published_dir: Path, snapshots: dict[str, Snapshot]) -> None:
     body = {"version": 1, "snapshots": {n: _entry(s) for n, s in sorted(snapshots.items())}}
     # Compact: json's C encoder only writes without indent, and the manifest is rewritten
-    # for every snapshot of every cycle (indented, it was half of a small cycle's publishing).
+    # every cycle (indented, it was half of a small cycle's publishing).
     text = json.dumps(body, separators=(",", ":")) + "\n"
     atomic_write(published_dir / MANIFEST, text, durable=False)

@@ -52,7 +52,9 @@ def publish(
     """The attempts ingested since the last cycle as a new part, then every snapshot of
     SOURCES, as of `now`, and the error budgets of the [[slo]] objectives `slos`."""
     partitions.append(con, published_dir, now, hours=RECENT_ATTEMPTS_HOURS)
+    written = []
     for name, sql in SOURCES.items():
         params = {"now": now} if "$now" in sql else None
-        publishing.publish(con, published_dir, name, select(name, sql), params)
+        written.append(publishing.write(con, published_dir, name, select(name, sql), params))
+    publishing.record(published_dir, written)  # one manifest rewrite, not one a snapshot
     error_budget.publish_status(con, published_dir, slos, now)
