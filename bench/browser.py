@@ -94,7 +94,12 @@ def navigation(viewer: Any, url: str, page: str, within_s: float = 60) -> float:
     with _tab(viewer) as tab:
         started = time.perf_counter()
         tab.goto(f"{url}/{path}", wait_until="commit")
-        _visible(tab, selector, count, within_s)
+        try:
+            _visible(tab, selector, count, within_s)
+        except Exception as error:  # Playwright's TimeoutError: say which page, and what it shows
+            shown = tab.locator('[data-testid="stMain"]').inner_text(timeout=5000)[:2000]
+            raise RuntimeError(f"{page}: no {selector!r} within {within_s:.0f} s; the page "
+                               f"shows:\n{shown}") from error  # fmt: skip
         return time.perf_counter() - started
 
 

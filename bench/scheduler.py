@@ -326,12 +326,17 @@ def run(sizes: Sizes = Sizes(), progress: Callable[[str], None] = print) -> Resu
             pipeline.close()
         reads = live_reads(paths.published, clock.at, sizes.reads)
         render = live_render(root, repeat=sizes.renders) if sizes.renders else None
-        in_browser = in_chromium(paths, sizes.renders) if sizes.renders else None
+        in_browser = None
+        if sizes.renders:
+            try:
+                in_browser = in_chromium(paths, sizes.renders)
+            except RuntimeError as error:  # a page that never showed: say so, keep the rest
+                progress(f"browser: {error}")
         report_s = weekly_report_seconds(paths, clock.at)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return Result(sizes, build, peak_rss_mb, database_mb, stages, merge_rows_s, reads, render,
-                  report_s, in_browser)  # fmt: skip
+    return Result(sizes, build, peak_rss_mb, database_mb, stages, merge_rows_s, reads,
+                  render=render, browser=in_browser, report_s=report_s)  # fmt: skip
 
 
 def in_chromium(paths: DataPaths, repeat: int) -> list[browser_bench.Timing]:
@@ -598,8 +603,14 @@ def main() -> None:
     for label, values in result.reads.items():
         p50, p95 = percentile(values, 50) * 1000, percentile(values, 95) * 1000
         print(f"read {label:<42} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
+    if result.render:
+        first, refresh = result.render.first_s, result.render.refresh_s
+        print(f"Live through AppTest: first render median {statistics.median(first):.2f} s, "
+              f"refresh median {statistics.median(refresh):.2f} s")  # fmt: skip
     if result.browser:
         print(browser_bench.describe(result.browser))
+    if result.report_s is not None:
+        print(f"last week's report, every format: {result.report_s:.1f} s")
     print(f"\n(ran in {time.monotonic() - began:.0f} s)")
 
 

@@ -10,6 +10,7 @@ the scheduler's cycle. The breakers are read afresh at most every BREAKERS_TTL_S
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,6 +68,22 @@ def _query(directory: str, name: str, **params: Any) -> pd.DataFrame:
 
 def query(name: str, **params: Any) -> pd.DataFrame:
     return _query(str(data_paths().published), name, **params)
+
+
+@st.cache_data(ttl=REFRESH_S, show_spinner=False, max_entries=64)
+def _query_attempts(
+    directory: str, since: datetime, until: datetime | None, requests: tuple[Any, ...]
+) -> list[pd.DataFrame]:
+    asked = [(name, dict(params)) for name, params in requests]
+    return _published(directory).query_attempts(since, until, asked)
+
+
+def query_attempts(
+    since: datetime, until: datetime | None, requests: Sequence[tuple[str, dict[str, Any]]]
+) -> list[pd.DataFrame]:
+    """`query` of each request, from one read of the attempts of [since, until)."""
+    frozen = tuple((name, tuple(sorted(params.items()))) for name, params in requests)
+    return _query_attempts(str(data_paths().published), since, until, frozen)
 
 
 def configuration() -> Config | None:

@@ -18,9 +18,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, first_paint, freshness, metrics, operator
+from dashboard import charts, data, first_paint, freshness, live_reads, metrics, operator
 from dashboard.definitions import define
 from dashboard.live_breakers import LiveBreakers
+from dashboard.live_reads import ATTEMPTS_KEPT, LiveAttempts
 from dashboard.metrics import Span
 from engine.config.slo import target_text
 from engine.core.formats import format_latency
@@ -30,7 +31,6 @@ from engine.published.learned_timeouts import WINDOW as LEARNING_WINDOW
 from engine.published.learned_timeouts import learn
 
 STATUS_COLORS = {"healthy": "green", "degraded": "orange", "down": "red", "idle": "gray"}
-ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day
 PERCENTILES = {"p50_ms": "p50", "p99_ms": "p99"}  # column → the line's name
 MONEY = {"cost_usd": "cost", "premium_usd": "fallback premium"}
 # The burn-rate windows of slo_status, as the page says them.
@@ -44,11 +44,6 @@ def _pct(value: float | None) -> str:
 def _per_hour(change: str) -> str:
     """ "saved $0.12/h"; "no difference" is no rate."""
     return change if change == "no difference" else f"{change}/h"
-
-
-def _p99(span: Span) -> float | None:
-    latency = data.query("latency_between", since=span.start, until=span.end)
-    return float(latency["p99_ms"].iloc[0]) if len(latency) else None
 
 
 def _as_of(v: data.View, as_of: datetime, told: LiveBreakers) -> None:
@@ -99,11 +94,16 @@ def _banners(v: data.View, as_of: datetime, alerts: pd.DataFrame, incidents: pd.
 
 
 def _headline(
-    v: data.View, recent: Span, window: Span, minutes: pd.DataFrame, rollups: pd.DataFrame
+    v: data.View,
+    recent: Span,
+    window: Span,
+    minutes: pd.DataFrame,
+    rollups: pd.DataFrame,
+    attempts: LiveAttempts,
 ) -> None:
-    now = metrics.kpis(recent.of(minutes), _p99(recent), recent.length)
+    now = metrics.kpis(recent.of(minutes), attempts.p99_recent_ms, recent.length)
     worst_hour = v.grain == "hour"  # no exact p99 over a week: the worst hour's
-    over = metrics.kpis(window.of(rollups), None if worst_hour else _p99(window), window.length)
+    over = metrics.kpis(window.of(rollups), attempts.p99_window_ms, window.length)
     w = v.label
     shown = [
         ("Requests/min", f"{now.requests_per_min:,.1f}", f"{over.requests_per_min:,.1f}/min",
@@ -170,17 +170,17 @@ def _health(
     rollups: pd.DataFrame,
     drills: pd.DataFrame,
     told: LiveBreakers,
+    attempts: LiveAttempts,
 ) -> None:
     breakers, where = _breakers(v, as_of, told)
-    failures = data.query("failures_by_target", since=recent.start, until=recent.end)
+    failures = attempts.failures_recent
     last = recent.of(minutes)
     seen = set(rollups["target"]) if len(rollups) else set()
     primaries = data.query("route_primaries")
     routes_primary = dict(zip(primaries["route"], primaries["target"], strict=True))
     targets = metrics.target_health(last, breakers, failures, as_of, seen, drills, routes_primary)
     routes, shares = metrics.route_status(last), metrics.serving_shares(last)
-    answers = data.query("served_between", since=as_of - metrics.MINUTE, until=as_of)
-    now = metrics.serving_shares(answers)
+    now = metrics.serving_shares(attempts.served_last_minute)
     left, right = st.columns(2)
     with left:
         st.markdown(f"**Targets** · last 5 min; breakers {where}", help=define("target status"))
@@ -265,11 +265,17 @@ def _learned_limits(v: data.View, as_of: datetime) -> None:
         st.markdown(f"**{route.name}**  \n" + "  \n".join(lines))
 
 
-def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.DataFrame) -> None:
+def _timelines(
+    v: data.View,
+    window: Span,
+    rollups: pd.DataFrame,
+    markers: pd.DataFrame,
+    attempts: LiveAttempts,
+) -> None:
     counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
     drawn = _timeline_figures(str(data.data_paths().published), window.end, v.label, v.tz.key,
-                              _v=v, _window=window,
-                              _rollups=rollups, _markers=markers)  # fmt: skip
+                              _v=v, _window=window, _rollups=rollups, _markers=markers,
+                              _attempts=attempts)  # fmt: skip
     for pair in (drawn[i : i + 2] for i in range(0, len(drawn), 2)):
         for cell, chart in zip(st.columns(2), pair, strict=False):
             if isinstance(chart, str):  # nothing to draw: say so, never an empty chart
@@ -293,15 +299,13 @@ def _timelines(v: data.View, window: Span, rollups: pd.DataFrame, markers: pd.Da
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _timeline_figures(
     published: str, as_of: datetime, label: str, tz: str, *, _v: data.View, _window: Span,
-    _rollups: pd.DataFrame, _markers: pd.DataFrame,
+    _rollups: pd.DataFrame, _markers: pd.DataFrame, _attempts: LiveAttempts,
 ) -> list[Any]:  # fmt: skip
     v, window, rollups = _v, _window, _rollups
     counting = pd.Timestamp(window.end).floor(pd.Timedelta(v.bucket)).to_pydatetime()
     t = charts.Timeline(window.start, counting + v.bucket, counting, v.tz, _markers)
-    attempts = {"since": max(window.start, window.end - ATTEMPTS_KEPT), "width": v.bucket}
-    failures = metrics.failures_by_class(data.query("failures_by_bucket", **attempts))
-    latency = data.query("latency_by_bucket", **attempts)
-    streams = data.query("ttft_by_bucket", **attempts)
+    failures = metrics.failures_by_class(_attempts.failures)
+    latency, streams = _attempts.latency, _attempts.streams
     ttft = metrics.as_series(streams, PERCENTILES, "ms", by="route")
     money = metrics.as_series(metrics.rates_by_bucket(rollups), MONEY, "usd")
     targets = {**charts.colours(sorted(set(rollups["target"]))), "failed": charts.FAILED}
@@ -374,7 +378,8 @@ def live() -> None:
     # The headline is what a person opens Live for: drawn first, below the page's clock and
     # banners, which fill their place above it once their own reads are in.
     top = st.container()
-    _headline(v, recent, window, minutes, rollups)
+    attempts = live_reads.read(v, recent, window)
+    _headline(v, recent, window, minutes, rollups, attempts)
     headline_sent = first_paint.mark()
     alerts = data.query("alerts", since=window.start)
     incidents = data.query("incidents", since=window.start)
@@ -383,11 +388,12 @@ def live() -> None:
     with top:
         _as_of(v, as_of, told)
         _banners(v, as_of, alerts, incidents)
-    _health(v, as_of, recent, minutes, rollups, drills, told)
+    _health(v, as_of, recent, minutes, rollups, drills, told, attempts)
     _error_budgets(v, data.query("slo_status"))
     _learned_limits(v, as_of)
     first_paint.before_charts(headline_sent)
-    _timelines(v, window, rollups, metrics.timeline_markers(incidents, alerts, drills, as_of))
+    markers = metrics.timeline_markers(incidents, alerts, drills, as_of)
+    _timelines(v, window, rollups, markers, attempts)
     _recent_failures(v, window)
 
 

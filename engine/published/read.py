@@ -24,7 +24,10 @@ schema (a new schema starts the snapshot again), so they are read as one table w
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ import duckdb
 import pandas as pd
 
 from engine.core.sql import sql_string
-from engine.published.catalogue import CATALOGUE
+from engine.published.catalogue import CATALOGUE, RECENT_ATTEMPTS
 from engine.published.publish import Snapshot, read_manifest
 from engine.published.queries import QUERIES
 from engine.published.query import Query
@@ -40,6 +43,12 @@ from engine.published.query import Query
 FD_DIR = "/dev/fd"
 PARTITIONED = {name for name, shape in CATALOGUE.items() if shape.partitioned}
 _LIST_TRIES = 5
+# The aggregates of the attempts that `query_attempts` answers from one read of a window, and
+# the columns they use (what that read keeps in memory).
+ONE_SCAN = ("latency_between", "latency_by_bucket", "ttft_by_bucket", "failures_by_bucket",
+            "failures_by_target", "served_between")  # fmt: skip
+ONE_SCAN_COLUMNS = ("started_at", "outcome", "latency_ms", "ttft_ms", "streamed", "served",
+                    "route", "target", "fault_kind", "error_class", "http_status")  # fmt: skip
 
 
 class _PartGone(Exception):
@@ -80,11 +89,62 @@ class PublishedData:
         return self._run(query, bound)
 
     def _run(self, query: Query, bound: dict[str, Any]) -> pd.DataFrame:
-        manifest = read_manifest(self.published_dir) if PARTITIONED & set(query.reads) else {}
+        with self._views(query.reads) as cursor:
+            return cursor.execute(query.sql, bound).df()
+
+    def query_attempts(
+        self,
+        since: datetime,
+        until: datetime | None,
+        requests: Sequence[tuple[str, Mapping[str, Any]]],
+    ) -> list[pd.DataFrame]:
+        """Several ONE_SCAN queries of the attempts, each as `query` would answer it, from one
+        read of the parts: the rows of [since, until) are read once, in the ONE_SCAN_COLUMNS,
+        into a table of this call's cursor, which every query then reads. Each request's own
+        [since, until) must lie inside that window (else it would silently miss rows)."""
+        bound = [(self._one_scan(name), QUERIES[name].bind(params)) for name, params in requests]
+        for query, params in bound:
+            inside = params["since"] >= since and (
+                until is None or (params.get("until") is not None and params["until"] <= until)
+            )
+            if not inside:
+                raise ValueError(f"{query!r} asks for rows outside [{since}, {until})")
+        window = {"since": since, "until": until}
+        for _ in range(_LIST_TRIES - 1):
+            try:
+                return self._run_attempts(window, bound)
+            except _PartGone:
+                continue
+        return self._run_attempts(window, bound)
+
+    @staticmethod
+    def _one_scan(name: str) -> Query:
+        if name not in ONE_SCAN:
+            raise KeyError(f"{name!r} is not one of the queries read from one scan: {ONE_SCAN}")
+        return QUERIES[name]
+
+    def _run_attempts(
+        self, window: dict[str, Any], bound: list[tuple[Query, dict[str, Any]]]
+    ) -> list[pd.DataFrame]:
+        with self._views((RECENT_ATTEMPTS,)) as cursor:
+            cursor.execute(
+                f"CREATE TEMP TABLE _window AS SELECT {', '.join(ONE_SCAN_COLUMNS)} "
+                f"FROM {RECENT_ATTEMPTS} WHERE started_at >= $since "
+                "AND ($until IS NULL OR started_at < $until)",
+                window,
+            )
+            cursor.execute(f"CREATE OR REPLACE TEMP VIEW {RECENT_ATTEMPTS} AS FROM _window")
+            return [cursor.execute(query.sql, params).df() for query, params in bound]
+
+    @contextlib.contextmanager
+    def _views(self, reads: Sequence[str]) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor on which each snapshot of `reads` is a view of its files, pinned open for
+        as long as the cursor is used."""
+        manifest = read_manifest(self.published_dir) if PARTITIONED & set(reads) else {}
         cursor = self._con.cursor()
         pinned: list[int] = []
         try:
-            for snapshot in query.reads:
+            for snapshot in reads:
                 fds = self._pin(snapshot, manifest.get(snapshot))
                 pinned.extend(fds)
                 if not fds:
@@ -93,7 +153,7 @@ class PublishedData:
                 cursor.execute(
                     f"CREATE TEMP VIEW {snapshot} AS SELECT * FROM read_parquet([{sources}])"
                 )
-            return cursor.execute(query.sql, bound).df()
+            yield cursor
         finally:
             cursor.close()
             for fd in pinned:

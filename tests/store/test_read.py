@@ -15,7 +15,7 @@ from engine.published.catalogue import SNAPSHOT_COLUMNS
 from engine.published.partitions import append as publish_recent_attempts
 from engine.published.queries import QUERIES
 from engine.published.query import REQUIRED
-from engine.published.read import PublishedData
+from engine.published.read import ONE_SCAN, PublishedData
 from engine.store import ingest_spool
 from engine.telemetry.columns import COLUMN_NAMES
 
@@ -222,3 +222,46 @@ def test_failures_are_counted_by_bucket_class_and_target(live):
     assert minutes["bucket"].tolist() == [T0, T0 + minute, T0 + minute]
     targets = live.query("failures_by_target", since=T0, until=T0 + timedelta(minutes=1))
     assert list(zip(targets["target"], targets["attempts"], strict=True)) == [("claude/sonnet", 2)]
+
+
+ONE_SCAN_REQUESTS = [
+    ("latency_between", {"since": T0, "until": T0 + timedelta(minutes=1)}),
+    ("latency_between", {"since": T0 + timedelta(seconds=30)}),
+    ("latency_by_bucket", {"since": T0}),
+    ("latency_by_bucket", {"since": T0, "width": timedelta(hours=1)}),
+    ("ttft_by_bucket", {"since": T0}),
+    ("failures_by_bucket", {"since": T0}),
+    ("failures_by_target", {"since": T0 + timedelta(minutes=1)}),
+    ("served_between", {"since": T0, "until": T0 + timedelta(seconds=15)}),
+]
+
+
+def test_the_aggregates_from_one_read_of_a_window_are_each_querys_own(live):
+    assert {name for name, _ in ONE_SCAN_REQUESTS} == set(ONE_SCAN)
+    together = live.query_attempts(T0, None, ONE_SCAN_REQUESTS)
+    for (name, params), frame in zip(ONE_SCAN_REQUESTS, together, strict=True):
+        alone = live.query(name, **params)
+        assert not alone.empty, f"{name} {params} reads nothing: the comparison proves nothing"
+        pd.testing.assert_frame_equal(frame, alone, obj=f"{name} {params}")
+
+
+def test_a_window_read_keeps_to_its_window_and_refuses_a_query_outside_it(live):
+    minute = timedelta(minutes=1)
+    [inside] = live.query_attempts(T0 + minute, T0 + 2 * minute,
+                                   [("latency_between", {"since": T0 + minute,
+                                                         "until": T0 + 2 * minute})])  # fmt: skip
+    assert inside["attempts"].tolist() == [2], "e2 and e3; the skipped k1 made no call"
+    for params in ({"since": T0}, {"since": T0 + minute}):  # before it; no end inside it
+        with pytest.raises(ValueError, match="outside"):
+            live.query_attempts(T0 + minute, T0 + 2 * minute, [("latency_between", params)])
+    with pytest.raises(KeyError, match="recent_attempts"):
+        live.query_attempts(T0, None, [("recent_attempts", {"since": T0})])
+
+
+def test_a_window_read_on_a_fresh_install_reads_empty_frames(tmp_path):
+    reader = PublishedData(tmp_path)
+    try:
+        frames = reader.query_attempts(EPOCH, None, ONE_SCAN_REQUESTS)
+    finally:
+        reader.close()
+    assert [len(f) for f in frames] == [0] * len(ONE_SCAN_REQUESTS)
