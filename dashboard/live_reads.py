@@ -1,8 +1,8 @@
 """What Live reads of the attempts on each refresh: the exact p99 of the last 5 min and of the
-window, the last 5 min's failures by target, who answered in the last minute, and the
-window's timelines of latency, failures and time to first token.
+window, the last 5 min's failures by target, who answered in the last minute, the window's
+timelines of latency, failures and time to first token, and its latest failed attempts.
 
-Seven aggregates over the same parts of the 24 h of attempts. Read one by one, each opened
+Eight queries over the same parts of the 24 h of attempts. Read one by one, each opened
 and scanned every part (about 30 ms each at the demo's volume, mostly the parts' footers);
 for a window of up to ONE_SCAN_UP_TO they come from one read of the window
 (`PublishedData.query_attempts`), the rows kept in memory only for the refresh. Longer
@@ -22,6 +22,7 @@ from dashboard.metrics import MINUTE, Span
 
 ATTEMPTS_KEPT = timedelta(hours=24)  # recent_attempts is published for a day
 ONE_SCAN_UP_TO = timedelta(hours=1)
+RECENT_FAILED = 50
 Request = tuple[str, dict[str, Any]]  # a named query and its parameters
 
 
@@ -67,6 +68,10 @@ class LiveAttempts:
     def streams(self) -> pd.DataFrame:
         return self._frame("streams")
 
+    @property
+    def failed(self) -> pd.DataFrame:  # the window's latest RECENT_FAILED failed attempts
+        return self._frame("failed")
+
 
 def read(v: data.View, recent: Span, window: Span) -> LiveAttempts:
     """Live's reads of the attempts as of `recent.end` (the data's time)."""
@@ -79,6 +84,7 @@ def read(v: data.View, recent: Span, window: Span) -> LiveAttempts:
         "latency": ("latency_by_bucket", timelines),
         "failures": ("failures_by_bucket", timelines),
         "streams": ("ttft_by_bucket", timelines),
+        "failed": ("failed_attempts", {"since": window.start, "limit": RECENT_FAILED}),
     }
     if v.grain == "minute":
         requests["window latency"] = (

@@ -21,7 +21,7 @@ import streamlit as st
 from dashboard import charts, data, first_paint, freshness, live_reads, metrics, operator
 from dashboard.definitions import define
 from dashboard.live_breakers import LiveBreakers
-from dashboard.live_reads import ATTEMPTS_KEPT, LiveAttempts
+from dashboard.live_reads import ATTEMPTS_KEPT, RECENT_FAILED, LiveAttempts
 from dashboard.metrics import Span
 from engine.config.slo import target_text
 from engine.core.formats import format_latency
@@ -348,9 +348,9 @@ def _markers(v: data.View, markers: pd.DataFrame) -> None:
         st.dataframe(shown, hide_index=True, width="stretch")
 
 
-def _recent_failures(v: data.View, window: Span) -> None:
-    failed = data.query("recent_attempts", since=window.start, outcome="error", limit=50)
-    st.markdown(f"**Recent failed attempts** · {v.label}, the latest 50, with the decision taken")
+def _recent_failures(v: data.View, failed: pd.DataFrame) -> None:
+    st.markdown(f"**Recent failed attempts** · {v.label}, the latest {RECENT_FAILED}, with the "
+                "decision taken")  # fmt: skip
     if failed.empty:
         st.caption("None in this window.")
         return
@@ -394,7 +394,7 @@ def live() -> None:
     first_paint.before_charts(headline_sent)
     markers = metrics.timeline_markers(incidents, alerts, drills, as_of)
     _timelines(v, window, rollups, markers, attempts)
-    _recent_failures(v, window)
+    _recent_failures(v, attempts.failed)
 
 
 st.title("Live")

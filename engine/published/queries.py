@@ -38,6 +38,21 @@ QUERIES: dict[str, Query] = {
             "limit": 500,
         },
     ),
+    # Live's "Recent failed attempts": the columns it shows, so that it can be answered from
+    # one read of the window (PublishedData.query_attempts).
+    "failed_attempts": Query(
+        """
+        SELECT started_at, route, target, error_class, http_status, fault_kind, decision,
+               error_message, request_id
+        FROM recent_attempts
+        WHERE outcome = 'error' AND started_at >= $since
+          AND ($until IS NULL OR started_at < $until)
+        ORDER BY started_at DESC, request_id, attempt_number
+        LIMIT $limit
+        """,
+        (RECENT_ATTEMPTS,),
+        {"since": REQUIRED, "until": None, "limit": 50},
+    ),
     "attempt_counts_by_minute": Query(
         """
         SELECT time_bucket(INTERVAL 1 MINUTE, started_at) AS minute, provider, outcome,

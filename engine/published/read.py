@@ -46,9 +46,10 @@ _LIST_TRIES = 5
 # The aggregates of the attempts that `query_attempts` answers from one read of a window, and
 # the columns they use (what that read keeps in memory).
 ONE_SCAN = ("latency_between", "latency_by_bucket", "ttft_by_bucket", "failures_by_bucket",
-            "failures_by_target", "served_between")  # fmt: skip
+            "failures_by_target", "served_between", "failed_attempts")  # fmt: skip
 ONE_SCAN_COLUMNS = ("started_at", "outcome", "latency_ms", "ttft_ms", "streamed", "served",
-                    "route", "target", "fault_kind", "error_class", "http_status")  # fmt: skip
+                    "route", "target", "fault_kind", "error_class", "http_status", "decision",
+                    "error_message", "request_id", "attempt_number")  # fmt: skip
 
 
 class _PartGone(Exception):

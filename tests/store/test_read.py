@@ -233,6 +233,7 @@ ONE_SCAN_REQUESTS = [
     ("failures_by_bucket", {"since": T0}),
     ("failures_by_target", {"since": T0 + timedelta(minutes=1)}),
     ("served_between", {"since": T0, "until": T0 + timedelta(seconds=15)}),
+    ("failed_attempts", {"since": T0, "limit": 3}),
 ]
 
 
@@ -265,3 +266,9 @@ def test_a_window_read_on_a_fresh_install_reads_empty_frames(tmp_path):
     finally:
         reader.close()
     assert [len(f) for f in frames] == [0] * len(ONE_SCAN_REQUESTS)
+
+
+def test_the_failed_attempts_are_the_latest_first_in_the_columns_live_shows(live):
+    failed = live.query("failed_attempts", since=T0, limit=3)
+    assert failed["request_id"].tolist() == ["e3", "e2", "e1"], "newest first, three of four"
+    assert "outcome" not in failed.columns and "error_message" in failed.columns
