@@ -591,7 +591,9 @@ def incident_table(incidents: pd.DataFrame, now: datetime) -> pd.DataFrame:
     ("claude/claude-haiku-4-5 rate limited (429)"), and `route_list`: the routes it affected."""
     end = incidents["ended_at"].fillna(pd.Timestamp(now))
     seconds = (end - incidents["started_at"]).dt.total_seconds().clip(lower=0)
-    duration = seconds.map(format_duration)  # as the report and the console say it
+    # As the report and the console say it; text even with no incident (an empty float
+    # column, to which adding ", ongoing" raises).
+    duration = seconds.map(format_duration).astype(object)
     ongoing = incidents["ended_at"].isna()
     families = incidents["family"] if "family" in incidents else pd.Series(None, incidents.index)
     what = [describe(s, f) for s, f in zip(incidents["subject"], families, strict=True)]

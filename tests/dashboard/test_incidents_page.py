@@ -137,3 +137,18 @@ def test_the_period_at_a_glance_is_the_total_of_the_incidents_table(page):
     alerts = [d.value for d in at.dataframe if {"rule", "fired_at"} <= set(d.value.columns)]
     assert headline["Alerts fired"] == str(sum(len(frame) for frame in alerts))
     assert "The period at a glance" in texts(at) and "to now (UTC)" in texts(at)
+
+
+def test_a_period_without_incidents_says_none_and_raises_nothing(tmp_path, monkeypatch):
+    start = (datetime.now(UTC) - timedelta(minutes=10)).replace(second=0, microsecond=0)
+    world = World(tmp_path, config([], []), start=start)
+    try:
+        world.minutes(10)
+        world.pipeline.publish(world.now)
+    finally:
+        world.close()
+    monkeypatch.setenv("SWITCHOVER_DATA_DIR", str(world.paths.root))
+    at = open_page("incidents")
+    assert not at.exception, [e.value for e in at.exception]
+    shown = {m.label.split(" ·")[0]: m.value for m in at.metric}
+    assert shown["Incidents"] == "0" and shown["Ongoing now"] == "0", shown
