@@ -135,10 +135,7 @@ class Gateway:
     def __init__(self, sw: Switchover, settings: GatewaySettings) -> None:
         self.sw = sw
         self.settings = settings
-        self.metrics = Metrics(recorder=sw.recorder)
-        # Said by every worker from its start: the gauge is the least over the live workers,
-        # and one that has served nothing yet would otherwise hold its initial 0.
-        self.metrics.store_shared.set(1 if breakers_shared(sw.breakers) else 0)
+        self.metrics = Metrics(recorder=sw.recorder, breakers_shared=breakers_shared(sw.breakers))
         self.replies = Replies(sw, self.metrics)
         self.started = int(time.time())
         sw.add_hook(self.metrics.on_attempt)

@@ -82,7 +82,9 @@ _SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 
 
 
 class Metrics:
-    def __init__(self, *, recorder: Recorder | None = None) -> None:
+    def __init__(
+        self, *, recorder: Recorder | None = None, breakers_shared: bool | None = None
+    ) -> None:
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         # A registry per instance, so that tests can build many apps in one process; in
         # multiprocess mode the values live in files and a fresh collector reads them all.
@@ -90,6 +92,10 @@ class Metrics:
         self._request_metrics(self.registry)
         self._attempt_metrics(self.registry)
         self._breaker_metrics(self.registry)
+        if breakers_shared is not None:
+            # Said the moment the gauge exists: the gauge is the least over the live workers,
+            # and its initial 0 read by a scrape of a worker still starting said "not shared".
+            self.store_shared.set(1 if breakers_shared else 0)
         self._fallbacks_seen = 0
         self._recorder_metrics(self.registry)
         self.recorder = recorder

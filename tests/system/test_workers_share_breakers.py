@@ -201,7 +201,9 @@ async def test_every_scrape_of_four_workers_says_the_breakers_are_shared(
 ):
     """Issue 35: the gauge is the least over the live workers, and a worker that had served
     nothing yet still held the gauge's initial 0, so most scrapes read 0 with the store up."""
+    await _statuses(gateway)  # the four workers have started: a scrape reads all four
     for _ in range(12):  # a new connection each: the scrapes land on different workers
         scrape = await gateway.get("/metrics", headers=CLOSE)
         assert scrape.status_code == 200, _tail(tmp_path / "gateway.log")
-        assert "switchover_breaker_store_shared 1.0" in scrape.text
+        said = [line for line in scrape.text.splitlines() if "store_shared" in line]
+        assert "switchover_breaker_store_shared 1.0" in said, said
