@@ -72,12 +72,11 @@ def publish(
     name: str,
     sql: str,
     params: dict[str, Any] | list[Any] | None = None,
-    *,
-    now: datetime | None = None,
-    compression: str = "zstd",
+    **options: Any,
 ) -> Snapshot:
-    """Write the result of `sql` (with bound `params`) as the snapshot `name`, atomically."""
-    snapshot = write(con, published_dir, name, sql, params, now=now, compression=compression)
+    """Write the result of `sql` (with bound `params`) as the snapshot `name`, atomically, and
+    enter it in the manifest; `options` as `write` takes them (`now`, `compression`)."""
+    snapshot = write(con, published_dir, name, sql, params, **options)
     record(published_dir, [snapshot])
     return snapshot
 
