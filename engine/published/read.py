@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
@@ -43,6 +43,7 @@ from engine.published.query import Query
 FD_DIR = "/dev/fd"
 PARTITIONED = {name for name, shape in CATALOGUE.items() if shape.partitioned}
 _LIST_TRIES = 5
+T = TypeVar("T")
 # The aggregates of the attempts that `query_attempts` answers from one read of a window, and
 # the columns they use (what that read keeps in memory).
 ONE_SCAN = ("latency_between", "latency_by_bucket", "ttft_by_bucket", "failures_by_bucket",
@@ -54,6 +55,17 @@ ONE_SCAN_COLUMNS = ("started_at", "outcome", "latency_ms", "ttft_ms", "streamed"
 
 class _PartGone(Exception):
     """A part the manifest listed was deleted before this reader opened it."""
+
+
+def _listing_again(run: Callable[[], T]) -> T:
+    """`run()`, again with the parts listed anew while one was compacted away since the
+    manifest was read (_LIST_TRIES in all)."""
+    for _ in range(_LIST_TRIES - 1):
+        try:
+            return run()
+        except _PartGone:
+            continue
+    return run()
 
 
 class PublishedData:
@@ -82,12 +94,7 @@ class PublishedData:
         except KeyError:
             raise KeyError(f"no query named {name!r}; known: {self.names()}") from None
         bound = query.bind(params)
-        for _ in range(_LIST_TRIES - 1):
-            try:
-                return self._run(query, bound)
-            except _PartGone:
-                continue  # compacted away since the manifest was read: list the parts again
-        return self._run(query, bound)
+        return _listing_again(lambda: self._run(query, bound))
 
     def _run(self, query: Query, bound: dict[str, Any]) -> pd.DataFrame:
         with self._views(query.reads) as cursor:
@@ -111,12 +118,7 @@ class PublishedData:
             if not inside:
                 raise ValueError(f"{query!r} asks for rows outside [{since}, {until})")
         window = {"since": since, "until": until}
-        for _ in range(_LIST_TRIES - 1):
-            try:
-                return self._run_attempts(window, bound)
-            except _PartGone:
-                continue
-        return self._run_attempts(window, bound)
+        return _listing_again(lambda: self._run_attempts(window, bound))
 
     @staticmethod
     def _one_scan(name: str) -> Query:
