@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 
@@ -50,6 +51,15 @@ def _main_module_kept() -> Iterator[None]:
     main = sys.modules["__main__"]
     yield
     sys.modules["__main__"] = main
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers a core. About a third of the suite's time is tests waiting (on
+    processes they started, on a browser, on real seconds), and a second worker on the core
+    runs meanwhile; the expensive datasets are built once per run however many workers ask
+    (helpers.built_once). On this 2-core machine: 2 workers 11 min 50 s, 4 workers 10 min 9 s
+    before the datasets were shared (docs/benchmarks.md)."""
+    return 2 * (os.cpu_count() or 1)
 
 
 def _rank(item: pytest.Item) -> int:

@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import socket
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import duckdb
+import pandas as pd
 import pytest
 from helpers.alert_harness import PRIMARY, World, config
+from helpers.built_once import built_once
 
 from dashboard import data
 from dashboard.live_breakers import GATEWAY_URL_ENV
+from engine.core.paths import DataPaths
 
 MINUTES = 100
 OUTAGE = (70, 80)
@@ -69,9 +73,15 @@ DRILLS = [
 
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory):
+    """(paths, attempts, start): built once per test run (helpers.built_once), each worker
+    reading its own copy."""
+    folder, (attempts, start) = built_once(tmp_path_factory, "dashboard", _build_dataset)
+    return DataPaths(folder / "data"), attempts, start
+
+
+def _build_dataset(folder: Path) -> tuple[pd.DataFrame, datetime]:
     start = (datetime.now(UTC) - timedelta(minutes=MINUTES)).replace(second=0, microsecond=0)
-    world = World(tmp_path_factory.mktemp("dashboard"), config([], rules=None), start=start,
-                  per_minute=6)  # fmt: skip
+    world = World(folder, config([], rules=None), start=start, per_minute=6)
     try:
         world.minutes(OUTAGE[0])
         world.primary_fails("overloaded", minutes=OUTAGE[1] - OUTAGE[0])
@@ -81,7 +91,7 @@ def dataset(tmp_path_factory):
         attempts = world.pipeline.con.execute("SELECT * FROM attempts").df()
     finally:
         world.close()
-    return world.paths, attempts, start
+    return attempts, start
 
 
 @pytest.fixture(autouse=True)
