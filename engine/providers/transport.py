@@ -370,10 +370,18 @@ class _ResponseStream(httpx.AsyncByteStream):
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        content = self._response.content
         try:
-            async for chunk in self._response.content.iter_any():
+            async for chunk in content.iter_any():
                 yield chunk
         except _FOREIGN as exc:
+            # aiohttp's reader raises its error before the bytes it received ahead of it (its
+            # read checks the error first): a stream whose whole answer, finish reason and usage
+            # arrived before the provider dropped the connection would lose its end, and be a
+            # stream cut, whenever the loop saw the close before this reader caught up (a busy
+            # gateway). They were sent, in order: the caller's parser decides what they make.
+            if received := _received_unread(content):
+                yield received
             raise translate(exc, self._request, sent=True) from exc
 
     async def aclose(self) -> None:
@@ -385,3 +393,15 @@ class _ResponseStream(httpx.AsyncByteStream):
             self._response.release()
         finally:
             self._release()
+
+
+def _received_unread(content: aiohttp.StreamReader) -> bytes:
+    """What `content` received and has not handed out yet, taken from it. aiohttp keeps it in
+    `_buffer` from `_buffer_offset` on (3.9-3.14); another layout gives nothing, as before."""
+    buffer, offset = getattr(content, "_buffer", None), getattr(content, "_buffer_offset", 0)
+    if not buffer or not isinstance(offset, int):
+        return b""
+    received = b"".join(buffer)[offset:]
+    buffer.clear()
+    content._buffer_offset = 0
+    return received

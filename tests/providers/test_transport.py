@@ -394,6 +394,36 @@ async def test_a_streamed_body_arrives_as_it_is_sent(make):
         assert b"".join([part async for part in parts]) == b"second"
 
 
+async def test_a_body_cut_after_it_all_arrived_is_read_whole_before_its_error(make):
+    """The provider sends its whole answer, then closes without the chunked body's end; the
+    client reads only after the close has reached it (a busy gateway): every byte sent comes
+    first, then the cut. aiohttp's own reader raises before what it already holds."""
+    closed = asyncio.Event()
+
+    async def all_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                     b"5\r\nfirst\r\n6\r\nsecond\r\n")  # fmt: skip
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        closed.set()
+
+    async with (
+        _server(all_then_close) as url,
+        httpx.AsyncClient(transport=make(), timeout=2.0) as client,
+        client.stream("GET", url) as response,
+    ):
+        await closed.wait()
+        for _ in range(50):  # loop turns, not time: the FIN is already on the loopback socket
+            await asyncio.sleep(0)
+        received = []
+        with pytest.raises(httpx.RemoteProtocolError):
+            async for part in response.aiter_raw():
+                received.append(part)
+        assert b"".join(received) == b"firstsecond"
+
+
 async def test_closing_the_transport_closes_its_connections(make):
     closed = asyncio.Event()
 
