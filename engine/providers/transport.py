@@ -9,7 +9,8 @@ and exceptions, and `transport=` still takes any other.
 It must never report a failure differently from httpx's own transport, because
 `engine.core.classify`
 decides from the exception's class whether the provider can have acted on (and billed) the
-request. aiohttp's failures are translated here, and only here:
+request. aiohttp's failures are translated by this module's table, and only there
+(engine.providers.transport_errors):
 
     aiohttp                                              httpx
     -- before any byte of the request was written -------------------------------------------
@@ -63,14 +64,16 @@ from typing import Any
 import aiohttp
 import httpx
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http_exceptions import (
-    ContentLengthError,
-    HttpProcessingError,
-    PayloadEncodingError,
-    TransferEncodingError,
-)
 from aiohttp.payload import Payload
 from yarl import URL
+
+from engine.providers.transport_errors import (
+    FOREIGN,
+    WriteTimedOut,
+    describe,
+    httpx_class,
+    translate,
+)
 
 __all__ = ["AiohttpTransport", "default_transport", "describe", "httpx_class", "translate"]
 
@@ -89,95 +92,6 @@ def default_transport() -> httpx.AsyncBaseTransport | None:
     if any(urllib.request.getproxies().get(scheme) for scheme in ("http", "https", "all")):
         return None
     return AiohttpTransport()
-
-
-# --- the translation table ---------------------------------------------------------------------
-
-_CONNECTING: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
-    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
-    (aiohttp.ClientConnectorError, httpx.ConnectError),
-    (aiohttp.ServerFingerprintMismatch, httpx.ConnectError),
-    (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
-    (aiohttp.NonHttpUrlClientError, httpx.UnsupportedProtocol),
-)
-_AFTER_SENDING: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
-    (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
-    (TimeoutError, httpx.ReadTimeout),
-    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
-    (aiohttp.ClientPayloadError, httpx.RemoteProtocolError),
-    (aiohttp.ClientResponseError, httpx.RemoteProtocolError),
-    (aiohttp.ClientError, httpx.ReadError),
-    (OSError, httpx.ReadError),
-)
-# What a transport can fail with; anything else (a bug, a cancellation) passes unchanged.
-_FOREIGN = (aiohttp.ClientError, OSError)
-# How a body that ended early was framed, in the words of `describe`.
-_FRAMING: dict[type[BaseException], str] = {
-    TransferEncodingError: "transfer encoding",
-    ContentLengthError: "content length",
-}
-
-
-class _WriteTimedOut(Exception):
-    """One write of the request body waited longer than the write timeout."""
-
-
-def translate(exc: BaseException, request: httpx.Request, *, sent: bool) -> httpx.TransportError:
-    """The httpx exception for an aiohttp failure; `sent` is True once the whole request was
-    handed to the socket."""
-    timed_out = _cause(exc, _WriteTimedOut)
-    if timed_out is not None:
-        return httpx.WriteTimeout(str(timed_out), request=request)
-    ours = httpx_class(type(exc), sent=sent)
-    return ours(describe(exc), request=request)
-
-
-def describe(exc: BaseException) -> str:
-    """aiohttp's account of a failure, without the status it borrows from HTTP. Its parser
-    reports a body cut short or a malformed head as `400, message='...'` (the 400 it would
-    answer as a server), which in a record or a log line reads like the provider's own 400: a
-    stream cut after a 200 once said "TransferEncodingError: 400". The kind of failure is
-    named instead, and the library's words kept where they carry no such number."""
-    cut = _cause(exc, PayloadEncodingError)
-    if isinstance(cut, PayloadEncodingError):
-        framing = _FRAMING.get(type(cut), "body encoding")
-        return f"the connection closed mid-body ({framing}): {cut.message}"
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return "the connection closed mid-body"
-    malformed = _cause(exc, HttpProcessingError)
-    if isinstance(malformed, HttpProcessingError):
-        return _malformed(malformed.message)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return _malformed(exc.message)
-    return str(exc) or type(exc).__name__
-
-
-def _malformed(words: str) -> str:
-    # aiohttp's parser writes its complaint over several lines, a caret under the fault.
-    return "a malformed HTTP answer: " + " ".join(str(words).split())
-
-
-def httpx_class(failure: type[BaseException], *, sent: bool) -> type[httpx.TransportError]:
-    """The table's row for a class of aiohttp failure (the module docstring draws it)."""
-    for foreign, ours in _CONNECTING:
-        if issubclass(failure, foreign):
-            return ours
-    if not sent:
-        return httpx.WriteTimeout if issubclass(failure, TimeoutError) else httpx.WriteError
-    for foreign, ours in _AFTER_SENDING:
-        if issubclass(failure, foreign):
-            return ours
-    return httpx.ReadError
-
-
-def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """`exc` or the exception it was raised from, at any depth, when it is a `kind`."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # aiohttp wraps at most twice; a cycle must not hang us
-        if seen is None or isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__
-    return None
 
 
 # --- the transport -------------------------------------------------------------------------------
@@ -260,7 +174,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 ),
                 server_hostname=_sni(request),
             )
-        except _FOREIGN as exc:
+        except FOREIGN as exc:
             release()
             raise translate(exc, request, sent=body is None or body.sent) from exc
         except BaseException:
@@ -347,7 +261,7 @@ class _Body(Payload):
                     async with asyncio.timeout(self._write_timeout):
                         await writer.write(chunk[start : start + _PIECE])
                 except TimeoutError:
-                    raise _WriteTimedOut(
+                    raise WriteTimedOut(
                         f"a write blocked for more than {self._write_timeout} s"
                     ) from None
         self.sent = True
@@ -374,7 +288,7 @@ class _ResponseStream(httpx.AsyncByteStream):
         try:
             async for chunk in content.iter_any():
                 yield chunk
-        except _FOREIGN as exc:
+        except FOREIGN as exc:
             # aiohttp's reader raises its error before the bytes it received ahead of it (its
             # read checks the error first): a stream whose whole answer, finish reason and usage
             # arrived before the provider dropped the connection would lose its end, and be a
